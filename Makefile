@@ -1,0 +1,119 @@
+# oatomic - build, test, install.
+#
+#   make                 build/liboatomic.so, build/liboatomic.a, build/oatomic
+#   make test            the whole test suite (what README and .ci/run run)
+#   make install PREFIX=/usr/local [DESTDIR=...]
+#   make BUILD=build-asan SANITIZE=1 test    the suite under ASan + UBSan
+#   make WERROR=1        warnings are errors (CI)
+
+VERSION   := 0.1.0
+SOMAJOR   := 0
+PREFIX    ?= /usr/local
+LIBDIR    ?= $(PREFIX)/lib
+INCDIR    ?= $(PREFIX)/include
+MANDIR    ?= $(PREFIX)/share/man
+BINDIR    ?= $(PREFIX)/bin
+PCDIR     ?= $(LIBDIR)/pkgconfig
+BUILD     ?= build
+
+CC        ?= cc
+OPT       ?= -O2 -g
+WARN      := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+             -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN      += -Werror
+endif
+ifeq ($(SANITIZE),1)
+OPT       := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+             -fno-sanitize-recover=undefined
+LDSAN     := -fsanitize=address,undefined
+endif
+CPPFLAGS  += -D_GNU_SOURCE -Iinclude -Isrc
+CFLAGS    += -std=gnu11 $(OPT) $(WARN)
+LDFLAGS   += $(LDSAN)
+
+LIB_SRC   := $(sort $(wildcard src/*.c))
+TOOL_SRC  := $(sort $(wildcard tools/*.c))
+TEST_SRC  := $(sort $(wildcard tests/*.c))
+TUTIL_SRC := $(sort $(wildcard tests/util/*.c))
+
+LIB_PIC   := $(LIB_SRC:src/%.c=$(BUILD)/obj/pic/%.o)
+LIB_OBJ   := $(LIB_SRC:src/%.c=$(BUILD)/obj/lib/%.o)
+TOOL_OBJ  := $(TOOL_SRC:tools/%.c=$(BUILD)/obj/tools/%.o)
+TUTIL_OBJ := $(TUTIL_SRC:tests/util/%.c=$(BUILD)/obj/tutil/%.o)
+TESTS     := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+SONAME    := liboatomic.so.$(SOMAJOR)
+SHLIB     := $(BUILD)/liboatomic.so.$(VERSION)
+
+all: $(BUILD)/liboatomic.so $(BUILD)/liboatomic.a $(BUILD)/oatomic $(TESTS) \
+     $(BENCHES) $(BUILD)/oatomic.pc
+
+$(BUILD)/obj/pic/%.o: src/%.c $(wildcard src/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+$(BUILD)/obj/lib/%.o: src/%.c $(wildcard src/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(SHLIB): $(LIB_PIC) src/liboatomic.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/liboatomic.map \
+	  -Wl,--no-undefined $(LDFLAGS) -o $@ $(LIB_PIC) -lpthread
+
+$(BUILD)/liboatomic.so: $(SHLIB)
+	ln -sf liboatomic.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+$(BUILD)/liboatomic.a: $(LIB_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/obj/tools/%.o: tools/%.c $(wildcard tools/*.h) $(wildcard src/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itools $(CFLAGS) -c $< -o $@
+
+$(BUILD)/oatomic: $(TOOL_OBJ) $(BUILD)/liboatomic.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/liboatomic.a -lpthread -lm
+
+$(BUILD)/obj/tutil/%.o: tests/util/%.c $(wildcard tests/util/*.h) $(wildcard src/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/util $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%: tests/%.c $(TUTIL_OBJ) $(BUILD)/liboatomic.a $(wildcard tests/util/*.h) $(wildcard src/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/util $(CFLAGS) $(LDFLAGS) -o $@ $< \
+	  $(TUTIL_OBJ) $(BUILD)/liboatomic.a -lpthread -lm
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/liboatomic.a $(wildcard src/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liboatomic.a -lpthread -lm
+
+$(BUILD)/oatomic.pc: oatomic.pc.in Makefile
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCDIR@|$(INCDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+test: all
+	BUILD=$(BUILD) tests/run
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(PCDIR) \
+	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3
+	install -m 0755 $(SHLIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf liboatomic.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liboatomic.so
+	install -m 0644 $(BUILD)/liboatomic.a $(DESTDIR)$(LIBDIR)/
+	install -m 0644 include/oatomic.h $(DESTDIR)$(INCDIR)/
+	install -m 0644 $(BUILD)/oatomic.pc $(DESTDIR)$(PCDIR)/
+	install -m 0755 $(BUILD)/oatomic $(DESTDIR)$(BINDIR)/
+	for m in man/man1/*.1; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(MANDIR)/man1/; done; true
+	for m in man/man3/*.3; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(MANDIR)/man3/; done; true
+
+clean:
+	rm -rf build build-*
+
+.PHONY: all test install clean
+.DELETE_ON_ERROR:

@@ -1,0 +1,236 @@
+/*
+ * oatomic.h - failure-atomic file updates for Linux (O_ATOMIC in user space).
+ *
+ * Open a file in atomic mode, change it as much as you like, then commit:
+ * after a crash or power cut at any instant the file holds either the state of
+ * its last successful commit or, once oa_commit() has returned 0, the state
+ * that commit made. Never a mix.
+ *
+ * Every function mirrors the POSIX call it is named after: on failure it
+ * returns -1 (or NULL) and sets errno.  Besides the errno values of the POSIX
+ * call, every function that may read a journal can fail with EUCLEAN: a
+ * journal of the file is damaged (it was not written by a crash, which
+ * oatomic survives, but by corruption); nothing was applied from it.  Run
+ * `oatomic check PATH` to see which file and why.
+ *
+ * A handle (oa_file) is used by one thread at a time.  Any number of handles,
+ * in any number of threads and processes, may be open on the same file; their
+ * commits are serialised, and a handle never sees another's pending changes.
+ *
+ * Files the library keeps next to PATH (or in oa_options.journal_dir):
+ *   .NAME.oa        control file: checkpoint record and the locks
+ *   .NAME.oaj-K     journal files, one per handle writing at the same time
+ * They are created with the owner of PATH and no wider permissions.  Do not
+ * delete them while a journal may hold committed data: `oatomic check` tells.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef OATOMIC_H
+#define OATOMIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OATOMIC_VERSION_MAJOR 0
+#define OATOMIC_VERSION_MINOR 1
+#define OATOMIC_VERSION_PATCH 0
+
+/* An open file in atomic mode.  Opaque. */
+typedef struct oa_file oa_file;
+
+/*
+ * Commit methods.  OA_METHOD_AUTO (0) lets the library pick, per file, the
+ * fastest method that is correct there; the others force one (for testing,
+ * or to compare).  Forcing a method the file system cannot do fails with
+ * EOPNOTSUPP at open.
+ */
+enum oa_method {
+	OA_METHOD_AUTO = 0,
+	/* Portable: data logged out of place in a journal, one checksummed commit
+	 * record is the commit point, then applied in place.  Any file system. */
+	OA_METHOD_JOURNAL = 1,
+};
+
+/*
+ * Options for oa_open_opts().  Set .size to sizeof(struct oa_options) and
+ * zero what you do not use; a zero field means the default.
+ */
+struct oa_options {
+	size_t size;
+	/* enum oa_method; 0 = OA_METHOD_AUTO. */
+	int method;
+	/* Directory for the control and journal files.  NULL: the directory of
+	 * the file itself (the default, and the only place oa_recover() and
+	 * `oatomic recover` look unless told otherwise).  It must be on a file
+	 * system that survives what the file survives. */
+	const char *journal_dir;
+	/* Largest transaction, in bytes of pending data; a write that would
+	 * exceed it fails with EFBIG and leaves the transaction as it was.
+	 * 0: bounded only by free space. */
+	uint64_t max_txn_bytes;
+};
+
+/* What oa_ioinfo() reports.  Set .size to sizeof(struct oa_ioinfo). */
+struct oa_ioinfo {
+	size_t size;
+	/* enum oa_method the handle uses for its commits. */
+	int method;
+	/* File system: its statfs(2) f_type and a short name ("ext4", "xfs",
+	 * "btrfs", "tmpfs", ... or "0x%lx" for one we do not know). */
+	unsigned long fs_magic;
+	char fs_name[16];
+	/* Fundamental block size (statfs f_bsize). */
+	uint32_t block_size;
+	/* Direct I/O alignment of memory and of file offsets (statx
+	 * STATX_DIOALIGN); 0 where direct I/O is not supported. */
+	uint32_t dio_mem_align;
+	uint32_t dio_offset_align;
+	/* The kernel's untorn write unit (statx STATX_WRITE_ATOMIC): smallest and
+	 * largest RWF_ATOMIC write, and the largest number of iovec segments; 0
+	 * where the file cannot take atomic writes. */
+	uint32_t atomic_write_unit_min;
+	uint32_t atomic_write_unit_max;
+	uint32_t atomic_write_segments_max;
+	/* 1 where the feature was seen to work on this file system (probed with
+	 * real calls on a scratch file, cached per file system), else 0. */
+	int rwf_atomic;     /* an RWF_ATOMIC direct write succeeded */
+	int reflink;        /* FICLONERANGE succeeded */
+	int exchange;       /* XFS_IOC_EXCHANGE_RANGE succeeded */
+	/* Largest transaction this handle can take now, in bytes: free space of
+	 * the journal's file system (less a reserve), capped by max_txn_bytes. */
+	uint64_t max_txn_bytes;
+};
+
+/*
+ * oa_open - open (and possibly create) PATH in atomic mode.
+ *
+ * FLAGS are open(2) flags: O_RDONLY, O_WRONLY or O_RDWR, plus O_CREAT,
+ * O_EXCL, O_TRUNC, O_NOFOLLOW, O_CLOEXEC (always set internally).  O_TRUNC
+ * is pending like any change: the file is emptied at the first commit.  A
+ * file created by O_CREAT is durable (data and directory entry) when
+ * oa_open() returns.  Before returning, oa_open() recovers whatever a crash
+ * left behind for the file (finishes committed transactions, drops the rest).
+ *
+ * Returns a handle, or NULL with errno:
+ *   the errors of open(2) for PATH (ENOENT, EEXIST, EACCES, ELOOP, EISDIR,
+ *   EROFS, ENAMETOOLONG, ...);
+ *   EINVAL   flags has O_APPEND, O_DIRECT, O_PATH, O_TMPFILE or O_DIRECTORY,
+ *            or PATH is not a regular file;
+ *   EUCLEAN  a journal of the file is damaged (see `oatomic check`);
+ *   EPERM    a journal of the file is owned by another user, or writable by
+ *            others: it is not replayed;
+ *   ENOMEM, EIO, ENOSPC, EDQUOT  from creating the control file or recovery.
+ */
+oa_file *oa_open(const char *path, int flags, mode_t mode);
+
+/* oa_openat - oa_open() relative to the directory DIRFD (or AT_FDCWD), as
+ * openat(2). */
+oa_file *oa_openat(int dirfd, const char *path, int flags, mode_t mode);
+
+/* oa_open_opts - oa_open() with options; OPTS may be NULL.  Extra errors:
+ * EINVAL for a bad opts->size or unknown method, EOPNOTSUPP for a method the
+ * file system cannot do, the errors of open(2) for opts->journal_dir. */
+oa_file *oa_open_opts(const char *path, int flags, mode_t mode,
+		      const struct oa_options *opts);
+
+/*
+ * oa_pread - read up to N bytes at OFF, as pread(2), seeing the handle's own
+ * pending changes over the last committed contents.  Never sees half of
+ * another handle's commit.  Returns the number of bytes read (0 at the end of
+ * the file as the handle sees it), or -1: EBADF (handle not open for
+ * reading), EINVAL (OFF negative), EFAULT, EIO, EUCLEAN.
+ */
+ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off);
+
+/*
+ * oa_pwrite - write N bytes at OFF into the pending transaction, as pwrite(2).
+ * Nothing reaches the file before oa_commit().  The bytes go to the journal
+ * (on disk, not in memory) before the call returns.  Returns N, or -1:
+ *   EBADF   handle not open for writing;
+ *   EINVAL  OFF negative;
+ *   EFBIG   OFF + N beyond the largest file offset, or the transaction
+ *           would exceed oa_options.max_txn_bytes;
+ *   ENOSPC, EDQUOT, EIO  from writing the journal;
+ *   EIO     the handle is latched after a failed flush (see oa_commit).
+ * A failed write leaves the transaction as it was before the call.
+ */
+ssize_t oa_pwrite(oa_file *f, const void *buf, size_t n, off_t off);
+
+/* oa_pwritev - oa_pwrite() of IOVCNT buffers, as pwritev(2); EINVAL also for
+ * IOVCNT < 0 or > IOV_MAX or a total length that overflows ssize_t. */
+ssize_t oa_pwritev(oa_file *f, const struct iovec *iov, int iovcnt, off_t off);
+
+/*
+ * oa_ftruncate - set the file's size to LENGTH in the pending transaction, as
+ * ftruncate(2): shrinking drops pending and committed bytes beyond LENGTH
+ * (they read as zeros if the file grows again), growing adds zeros.  Returns 0
+ * or -1: EBADF (not open for writing), EINVAL (LENGTH negative), EFBIG, EIO.
+ */
+int oa_ftruncate(oa_file *f, off_t length);
+
+/* oa_fstat - fstat(2) of the file, with st_size as the handle sees it
+ * (pending changes included).  Returns 0 or -1: EIO, EUCLEAN. */
+int oa_fstat(oa_file *f, struct stat *st);
+
+/*
+ * oa_commit - make every pending change of the handle durable and visible as
+ * one unit: the fsync() of O_ATOMIC.  When it returns 0 the changes are on
+ * stable storage and every reader sees them; a crash before that leaves the
+ * previous contents.  A handle with nothing pending returns 0 at once.
+ * Returns 0, or -1 with errno:
+ *   ENOSPC, EDQUOT, EIO  the commit did not happen: the file keeps its
+ *            previous contents, now and after any crash, and the pending
+ *            changes are kept (the caller may oa_abort() or retry);
+ *   EIO      the flush of the commit record failed: which of the two states
+ *            is durable cannot be told.  The handle is latched: every later
+ *            call but oa_close() fails with EIO.  Recovery (oa_open,
+ *            oa_recover) settles the file on exactly one of the two states;
+ *   EUCLEAN  a damaged journal was found while finishing a crashed commit.
+ * Journal method: one flush (fdatasync of the journal) per commit; the
+ * changes are then written in place, and made durable there by a checkpoint
+ * (two more flushes) when the journal fills, at the last close, or at the
+ * next oa_open() after a crash.
+ */
+int oa_commit(oa_file *f);
+
+/* oa_abort - drop every pending change and keep the handle open.  Returns 0,
+ * or -1: EIO for a latched handle. */
+int oa_abort(oa_file *f);
+
+/*
+ * oa_close - drop every pending change (exactly as a crash would) and free
+ * the handle, even when it fails.  The last handle on a file checkpoints
+ * committed changes into the file and makes them durable there.  Returns 0,
+ * or -1: EIO (a checkpoint flush failed; the commits stay in the journal and
+ * are applied by the next recovery).
+ */
+int oa_close(oa_file *f);
+
+/* oa_ioinfo - what the file and its file system can do; see struct
+ * oa_ioinfo.  Returns 0, or -1: EINVAL (INFO NULL or info->size too small),
+ * EIO. */
+int oa_ioinfo(oa_file *f, struct oa_ioinfo *info);
+
+/*
+ * oa_recover - finish or discard whatever a crash left behind for PATH, with
+ * the journal beside it, without opening it for work: committed transactions
+ * are applied and made durable in PATH, the rest dropped.  Idempotent; a
+ * file with no journal is left alone.  Safe while other processes have PATH
+ * open with oatomic.  Returns 0, or -1: the errors of open(2) for PATH,
+ * EUCLEAN (a damaged journal; nothing applied), EPERM (a journal owned by
+ * another user or writable by others), EIO.
+ */
+int oa_recover(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OATOMIC_H */

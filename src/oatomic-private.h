@@ -1,0 +1,41 @@
+/*
+ * oatomic-private.h - interfaces for the oatomic tool, the tests and the
+ * benchmarks.  Not installed, not exported from liboatomic.so (the version
+ * script keeps only oa_*; these are oa__*): link liboatomic.a to use them.
+ */
+#ifndef OATOMIC_PRIVATE_H
+#define OATOMIC_PRIVATE_H
+
+#include <stdio.h>
+#include "oatomic.h"
+#include "sys.h"
+
+/* Install another system-call table (NULL: the real one).  Returns the old
+ * one.  Not thread-safe: call it while no handle is open. */
+const struct oa_sysops *oa__set_sysops(const struct oa_sysops *ops);
+
+/* Copy of the seam's counters since the start (or the last reset). */
+void oa__stats_get(struct oa_stats *out);
+void oa__stats_reset(void);
+
+/*
+ * oa__check - report on the journals of PATH (journal directory JDIR, NULL
+ * for beside the file) without changing anything.  Prints one line per
+ * finding to OUT, prefixed with PATH.  Returns:
+ *   0  clean: nothing pending, nothing to recover;
+ *   1  committed transactions wait to be checkpointed or recovered (normal
+ *      after a crash; `oatomic recover` or the next oa_open finishes them);
+ *   2  a journal is damaged, foreign or unsafe (EUCLEAN / EPERM);
+ *  -1  the check could not run (errno).
+ */
+int oa__check(const char *path, const char *jdir, FILE *out);
+
+/* oa__recover_opts - oa_recover() with the journal in JDIR (NULL: beside). */
+int oa__recover_opts(const char *path, const char *jdir);
+
+/* Test hook: make the next commit of any handle stop dead (raise SIGKILL on
+ * itself) at point N of the protocol (see commit.c, OA_KILLPOINT_*); 0 off.
+ * Used by the kill tests to hit the windows between flushes for sure. */
+void oa__set_killpoint(int point);
+
+#endif

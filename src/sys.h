@@ -1,0 +1,83 @@
+/*
+ * sys.h - the one seam between oatomic and the kernel.
+ *
+ * Every file-system call the library makes goes through the table `oa_sys`
+ * points at.  Tests put a simulated disk or a fault injector underneath by
+ * installing another table (oa__set_sysops); the library's logic never calls
+ * the kernel directly.  Each operation returns what the system call returns
+ * (-1 and errno on failure).
+ *
+ * The default table also counts flushes and bytes written, which the
+ * benchmark reports (oa__stats).
+ */
+#ifndef OA_SYS_H
+#define OA_SYS_H
+
+#include <dirent.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct statfs;
+
+struct oa_sysops {
+	int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
+	int (*close)(int fd);
+	ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
+	ssize_t (*pwritev)(int fd, const struct iovec *iov, int cnt, off_t off);
+	int (*fsync)(int fd);       /* data and metadata (directories too) */
+	int (*fdatasync)(int fd);   /* data and the size */
+	int (*ftruncate)(int fd, off_t len);
+	int (*fallocate)(int fd, int mode, off_t off, off_t len);
+	int (*fstat)(int fd, struct stat *st);
+	int (*fstatat)(int dirfd, const char *path, struct stat *st, int flags);
+	int (*fstatfs)(int fd, struct statfs *st);
+	int (*fchown)(int fd, uid_t uid, gid_t gid);
+	int (*fchmod)(int fd, mode_t mode);
+	int (*renameat)(int olddirfd, const char *old, int newdirfd,
+			const char *new_);
+	int (*unlinkat)(int dirfd, const char *path, int flags);
+	/* fcntl(fd, F_OFD_SETLK / F_OFD_SETLKW / F_OFD_GETLK, fl) */
+	int (*lock)(int fd, int cmd, struct flock *fl);
+	int (*ioctl)(int fd, unsigned long req, void *arg);
+	/* statx(2) through the raw system call (glibc may be older). */
+	int (*statx)(int dirfd, const char *path, int flags, unsigned mask,
+		     void *statxbuf);
+	ssize_t (*pwritev2)(int fd, const struct iovec *iov, int cnt, off_t off,
+			    int flags);
+};
+
+/* The table in use.  Never NULL. */
+extern const struct oa_sysops *oa_sys;
+/* The real Linux table. */
+extern const struct oa_sysops oa_sys_linux;
+
+/* Counters kept by every call through the seam (whatever the table). */
+struct oa_stats {
+	uint64_t flushes;        /* fsync + fdatasync calls */
+	uint64_t bytes_written;  /* bytes passed to pwrite/pwritev */
+	uint64_t writes;         /* pwrite/pwritev calls */
+	uint64_t bytes_read;
+};
+
+/* Wrappers the library calls: count, then go through oa_sys. */
+int oa_openat(int dirfd, const char *path, int flags, mode_t mode);
+int oa_xclose(int fd);                      /* keeps errno */
+ssize_t oa_xpread(int fd, void *buf, size_t n, off_t off);
+ssize_t oa_xpwrite(int fd, const void *buf, size_t n, off_t off);
+ssize_t oa_xpwritev(int fd, const struct iovec *iov, int cnt, off_t off);
+/* Whole-buffer loops: return 0, or -1 with errno (EIO for an unexpected
+ * end of file on read). */
+int oa_pread_full(int fd, void *buf, size_t n, off_t off);
+int oa_pwrite_full(int fd, const void *buf, size_t n, off_t off);
+int oa_xfsync(int fd);
+int oa_xfdatasync(int fd);
+int oa_xftruncate(int fd, off_t len);
+int oa_xfstat(int fd, struct stat *st);
+/* OFD byte-range lock of one byte at BYTE: TYPE F_RDLCK, F_WRLCK, F_UNLCK.
+ * WAIT: block.  Returns 0, or -1 (EAGAIN when !WAIT and held elsewhere). */
+int oa_lock(int fd, off_t byte, short type, int wait);
+
+#endif /* OA_SYS_H */
