@@ -14,6 +14,7 @@
 #define OA_SYS_H
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -39,6 +40,10 @@ struct oa_sysops {
 	int (*renameat)(int olddirfd, const char *old, int newdirfd,
 			const char *new_);
 	int (*unlinkat)(int dirfd, const char *path, int flags);
+	int (*linkat)(int olddirfd, const char *old, int newdirfd,
+		      const char *new_, int flags);
+	/* getdents64(2): list a directory (recovery finds journals this way) */
+	ssize_t (*getdents64)(int fd, void *buf, size_t n);
 	/* fcntl(fd, F_OFD_SETLK / F_OFD_SETLKW / F_OFD_GETLK, fl) */
 	int (*lock)(int fd, int cmd, struct flock *fl);
 	int (*ioctl)(int fd, unsigned long req, void *arg);
@@ -63,7 +68,7 @@ struct oa_stats {
 };
 
 /* Wrappers the library calls: count, then go through oa_sys. */
-int oa_openat(int dirfd, const char *path, int flags, mode_t mode);
+int oa_xopenat(int dirfd, const char *path, int flags, mode_t mode);
 int oa_xclose(int fd);                      /* keeps errno */
 ssize_t oa_xpread(int fd, void *buf, size_t n, off_t off);
 ssize_t oa_xpwrite(int fd, const void *buf, size_t n, off_t off);

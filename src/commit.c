@@ -1,0 +1,525 @@
+/*
+ * commit.c - the journal method: pending data into the handle's journal,
+ * the commit protocol, apply in place, checkpoint.
+ *
+ * The invariants (docs/FORMAT.md, "Invariants"), cited where a flush or an
+ * order upholds them:
+ *
+ *  I1  A transaction is committed iff its commit record and every record of
+ *      the transaction before it (from tx_start) are intact: right magic,
+ *      generation, LSN and CRC-32C.  Checksums, not write order, tell a
+ *      complete flush from a torn one.
+ *  I2  oa_commit returns 0 only after one fdatasync of the journal, issued
+ *      after the data records, the commit record and the journal's header
+ *      slot were written, returned 0.
+ *  I3  No byte of a transaction reaches the file before I2.
+ *  I4  Every committed transaction newer than the durable checkpoint keeps
+ *      its records intact until a checkpoint covers it.
+ *  I5  A checkpoint record (ckpt_seq = S) is written only after an
+ *      fdatasync of the file that followed the apply of every transaction
+ *      with seq <= S returned 0.
+ *  I6  A journal is reset (new generation, records overwritten) only when
+ *      every commit in it has seq <= the durable checkpoint.
+ *  I7  Commits are totally ordered by seq, assigned under the COMMIT lock;
+ *      recovery replays every committed transaction newer than the
+ *      checkpoint, from every journal, in seq order, so the result is the
+ *      state after the newest one whatever the file held (idempotent).
+ *  I8  A journal or control file is durable, contents and name, before any
+ *      commit relies on it.
+ *  I9  A failed flush is never retried as if it had worked: after a failed
+ *      commit flush the handle is latched (EIO) and the commit is revoked if
+ *      possible; after a failed file flush the checkpoint is not advanced and
+ *      every commit is replayed from the journals before the next one.
+ *  I10 The live area's dirty marker is set before a commit record is
+ *      written and cleared after its apply; a committer or opener that finds
+ *      it set while holding COMMIT knows the previous committer died, and
+ *      replays.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "internal.h"
+#include "oatomic-private.h"
+
+static int killpoint = -1;
+
+void oa__set_killpoint(int point)
+{
+	killpoint = point;
+}
+
+void oa_killpoint(int point)
+{
+	if (killpoint < 0) {
+		const char *e = getenv("OATOMIC_KILLPOINT");
+		killpoint = e ? atoi(e) : 0;
+	}
+	if (killpoint == point)
+		raise(SIGKILL);
+}
+
+/* ---- journal files ---- */
+
+static int fill_jnl(struct oa_file *f, int fd, void *arg)
+{
+	struct oa_slot s = { .slot_seq = 0, .a = oa_random64(), .ino = f->ino,
+			     .igen = f->igen };
+	if (oa_slot_write(fd, OA_JNL_MAGIC, &s) < 0)
+		return -1;
+	/* Zero-filled, not fallocated: the commit flush then overwrites
+	 * written blocks and never has to allocate, convert unwritten extents
+	 * or change the size (one flush, no file-system transaction). */
+	memset(f->buf, 0, OA_BUF_BYTES);
+	for (uint64_t off = OA_DATA_START; off < OA_JRNL_INITIAL;) {
+		size_t n = OA_BUF_BYTES;
+		if (off + n > OA_JRNL_INITIAL)
+			n = OA_JRNL_INITIAL - off;
+		if (oa_pwrite_full(fd, f->buf, n, (off_t)off) < 0)
+			return -1;
+		off += n;
+	}
+	return 0;
+}
+
+int oa_journal_reset(struct oa_file *f)
+{
+	struct oa_slot s = { .slot_seq = f->jslot_seq + 1,
+			     .a = oa_random64(), .ino = f->ino,
+			     .igen = f->igen };
+	/* No flush: records of the old generation are all checkpointed (I6),
+	 * so losing this write loses nothing; records of the new generation
+	 * only count once a commit flush has made this slot durable too. */
+	if (oa_slot_write(f->jfd, OA_JNL_MAGIC, &s) < 0)
+		return -1;
+	f->jslot_seq = s.slot_seq;
+	f->gen = s.a;
+	f->pos = OA_DATA_START;
+	f->tx_id = 1;
+	f->tx_start = f->pos;
+	f->rec_open = false;
+	return 0;
+}
+
+static uint64_t live_jmax(const struct oa_live *l, int k)
+{
+	return k < OA_LIVE_JMAX ? l->jmax[k] : l->last_seq;
+}
+
+int oa_journal_acquire(struct oa_file *f)
+{
+	char name[NAME_MAX + 1];
+	struct oa_live l;
+	struct oa_slot s;
+	int fd, r;
+
+	if (!f->cfd_rw) {
+		errno = EBADF;
+		return -1;
+	}
+	for (int k = 0; k < 4096; k++) {
+		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
+			return -1;
+		fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
+		if (fd < 0 && errno == ENOENT) {
+			fd = oa_create_atomic(f, name, fill_jnl, NULL);
+			if (fd < 0 && errno == EEXIST) {
+				k--;   /* someone else created it: look again */
+				continue;
+			}
+		} else if (fd >= 0 && oa_check_safe(f, fd) < 0) {
+			oa_xclose(fd);
+			return -1;
+		}
+		if (fd < 0)
+			return -1;
+		if (oa_lock(fd, OA_LOCK_OWNER, F_WRLCK, 0) < 0) {
+			oa_xclose(fd);
+			if (errno == EAGAIN)
+				continue;   /* another handle's journal */
+			return -1;
+		}
+		f->jfd = fd;
+		f->jidx = k;
+		r = oa_slots_read(fd, OA_JNL_MAGIC, &s);
+		f->jslot_seq = r == 0 ? s.slot_seq : 0;
+		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+			goto fail;
+		r = oa_heal_locked(f);
+		if (r == 0)
+			r = oa_live_read(f, &l);
+		/* I6: a journal left by a dead handle may hold commits newer
+		 * than the checkpoint; checkpoint before overwriting them. */
+		if (r == 0 && live_jmax(&l, k) > l.ckpt_seq)
+			r = oa_checkpoint_locked(f);
+		if (r == 0)
+			r = oa_journal_reset(f);
+		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		if (r < 0)
+			goto fail;
+		return 0;
+	}
+	errno = EMFILE;
+	return -1;
+fail:
+	oa_xclose(f->jfd);
+	f->jfd = -1;
+	return -1;
+}
+
+/* Write the header of the open data record (its payload is already out). */
+int oa_rec_close(struct oa_file *f)
+{
+	unsigned char h[OA_REC_HDR];
+	struct oa_rec r;
+	uint64_t end;
+
+	if (!f->rec_open)
+		return 0;
+	if (f->rec_len == 0) {
+		f->rec_open = false;
+		return 0;
+	}
+	r = (struct oa_rec){ .type = OA_REC_DATA, .gen = f->gen,
+			     .lsn = f->rec_lsn, .tx = f->tx_id,
+			     .len = f->rec_len, .body_crc = f->rec_crc };
+	oa_rec_encode(h, &r);
+	if (oa_pwrite_full(f->jfd, h, sizeof(h), (off_t)f->rec_lsn) < 0)
+		return -1;
+	f->rec_open = false;
+	end = oa_align_up(f->rec_lsn + OA_REC_HDR + f->rec_len, OA_REC_ALIGN);
+	if (end > f->pos)
+		f->pos = end;
+	return 0;
+}
+
+static int pwritev_full(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	struct iovec local[64];
+	while (cnt > 0) {
+		int n = cnt < 64 ? cnt : 64;
+		memcpy(local, iov, sizeof(*iov) * (size_t)n);
+		struct iovec *v = local;
+		int vn = n;
+		while (vn > 0) {
+			ssize_t w = oa_xpwritev(fd, v, vn, off);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				return -1;
+			}
+			if (w == 0) {
+				errno = ENOSPC;
+				return -1;
+			}
+			off += w;
+			while (vn > 0 && (size_t)w >= v->iov_len) {
+				w -= (ssize_t)v->iov_len;
+				v++;
+				vn--;
+			}
+			if (vn > 0) {
+				v->iov_base = (char *)v->iov_base + w;
+				v->iov_len -= (size_t)w;
+			}
+		}
+		iov += n;
+		cnt -= n;
+	}
+	return 0;
+}
+
+int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
+		      size_t total, uint64_t off)
+{
+	uint64_t payload;
+	uint32_t crc;
+
+	if (f->jfd < 0 && oa_journal_acquire(f) < 0)
+		return -1;
+	/* A write that continues the previous one extends its record, so a
+	 * sequential stream is one record and one extent. */
+	if (f->rec_open &&
+	    (off != f->rec_next_off || f->rec_len + total > OA_REC_MAX) &&
+	    oa_rec_close(f) < 0)
+		return -1;
+	if (!f->rec_open) {
+		f->rec_open = true;
+		f->rec_lsn = f->pos;
+		f->rec_len = 0;
+		f->rec_crc = 0;
+		f->rec_next_off = off;
+	}
+	payload = f->rec_lsn + OA_REC_HDR + f->rec_len;
+	crc = f->rec_crc;
+	for (int i = 0; i < cnt; i++)
+		crc = oa_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+	if (pwritev_full(f->jfd, iov, cnt, (off_t)payload) < 0) {
+		/* Part of it may be in the journal.  Never write this range of
+		 * the journal again in this generation: close what the record
+		 * had and move past the failed bytes. */
+		int e = errno;
+		f->rec_next_off = UINT64_MAX;  /* no more extension */
+		f->pos = oa_align_up(payload + total, OA_REC_ALIGN);
+		oa_rec_close(f);  /* if it fails, the commit retries it */
+		errno = e;
+		return -1;
+	}
+	if (oa_index_insert(f->ix, off, total, payload) < 0) {
+		f->rec_next_off = UINT64_MAX;  /* the record holds dead bytes */
+		f->rec_len += total;
+		f->rec_crc = crc;
+		return -1;
+	}
+	f->rec_len += total;
+	f->rec_crc = crc;
+	f->rec_next_off = off + total;
+	f->pos = oa_align_up(payload + total, OA_REC_ALIGN);
+	f->txn_bytes += total;
+	f->pending = true;
+	return 0;
+}
+
+void oa_txn_drop(struct oa_file *f)
+{
+	oa_index_clear(f->ix);
+	f->pending = false;
+	f->has_trunc = false;
+	f->txn_bytes = 0;
+	/* Close the record without its header: its bytes are dead.  The next
+	 * transaction starts after it (no journal range is written twice in a
+	 * generation), under a new transaction number. */
+	if (f->rec_open) {
+		uint64_t end = oa_align_up(f->rec_lsn + OA_REC_HDR + f->rec_len,
+					   OA_REC_ALIGN);
+		if (end > f->pos)
+			f->pos = end;
+		f->rec_open = false;
+	}
+	f->tx_id++;
+	f->tx_start = f->pos;
+}
+
+/* ---- apply ---- */
+
+int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
+	     const unsigned char *ops)
+{
+	struct stat st;
+	int r = -1;
+
+	if (oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
+		return -1;
+	if (oa_xfstat(f->tfd, &st) < 0)
+		goto out;
+	if (ch->trunc_min != OA_NO_TRUNC && (uint64_t)st.st_size > ch->trunc_min &&
+	    oa_xftruncate(f->tfd, (off_t)ch->trunc_min) < 0)
+		goto out;
+	for (uint64_t i = 0; i < ch->nops; i++) {
+		const unsigned char *op = ops + i * OA_OP_BYTES;
+		uint64_t off = oa_get64(op), len = oa_get64(op + 8),
+			 joff = oa_get64(op + 16);
+		while (len > 0) {
+			size_t n = len < OA_BUF_BYTES ? (size_t)len : OA_BUF_BYTES;
+			if (oa_pread_full(jfd, f->buf, n, (off_t)joff) < 0 ||
+			    oa_pwrite_full(f->tfd, f->buf, n, (off_t)off) < 0)
+				goto out;
+			off += n;
+			joff += n;
+			len -= n;
+		}
+		if (i == 0)
+			oa_killpoint(OA_KP_HALF_APPLIED);
+	}
+	if (oa_xfstat(f->tfd, &st) < 0)
+		goto out;
+	if ((uint64_t)st.st_size != ch->final_size &&
+	    oa_xftruncate(f->tfd, (off_t)ch->final_size) < 0)
+		goto out;
+	r = 0;
+out:
+	oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+	return r;
+}
+
+/* ---- checkpoint ---- */
+
+int oa_checkpoint_locked(struct oa_file *f)
+{
+	struct oa_live l;
+
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	if (l.last_seq <= l.ckpt_seq)
+		return 0;
+	/* I5: every applied commit is durable in the file before the
+	 * checkpoint record says so. */
+	if (oa_xfdatasync(f->tfd) < 0) {
+		/* I9: the failed range is lost from the file but pages are now
+		 * clean; force a replay from the journals before any checkpoint
+		 * can be written. */
+		int e = errno;
+		l.dirty_seq = l.last_seq;
+		oa_live_write(f, &l);
+		errno = e;
+		return -1;
+	}
+	oa_killpoint(OA_KP_CKPT_TARGET);
+	if (oa_ctl_write_ckpt(f, l.last_seq) < 0)
+		return -1;
+	l.ckpt_seq = l.last_seq;
+	for (int i = 0; i < OA_LIVE_JMAX; i++)
+		l.jmax[i] = 0;
+	return oa_live_write(f, &l);
+}
+
+/* ---- commit ---- */
+
+static int build_ops(struct oa_file *f, unsigned char *ops)
+{
+	struct oa_ext e;
+	size_t i = 0;
+	for (void *c = oa_index_seek(f->ix, 0); c; c = oa_index_next(f->ix, c)) {
+		oa_index_get(c, &e);
+		oa_put64(ops + i * OA_OP_BYTES, e.off);
+		oa_put64(ops + i * OA_OP_BYTES + 8, e.len);
+		oa_put64(ops + i * OA_OP_BYTES + 16, e.joff);
+		i++;
+	}
+	return (int)i;
+}
+
+int oa_commit_journal(struct oa_file *f)
+{
+	struct oa_commit_hdr ch;
+	struct oa_live l;
+	struct oa_rec r;
+	struct stat st;
+	unsigned char *rec;
+	uint64_t body, seq, lsn, end;
+	size_t nops = oa_index_count(f->ix);
+	int e;
+
+	if (oa_rec_close(f) < 0)
+		return -1;
+	if (f->jfd < 0 && oa_journal_acquire(f) < 0)
+		return -1;
+	body = OA_COMMIT_FIXED + (uint64_t)nops * OA_OP_BYTES;
+	rec = malloc(OA_REC_HDR + body);
+	if (!rec) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		goto fail_free;
+	if (oa_heal_locked(f) < 0 || oa_live_read(f, &l) < 0 ||
+	    oa_xfstat(f->tfd, &st) < 0)
+		goto fail_unlock;
+
+	/* The size the transaction leaves, against the size committed now:
+	 * without a truncate the file keeps whatever other commits made it. */
+	end = oa_index_end(f->ix);
+	ch.tx_start = f->tx_start;
+	ch.trunc_min = f->has_trunc ? f->t_min : OA_NO_TRUNC;
+	ch.final_size = f->has_trunc ? f->t_last : (uint64_t)st.st_size;
+	if (end > ch.final_size)
+		ch.final_size = end;
+	ch.nops = nops;
+	oa_put64(rec + OA_REC_HDR, ch.tx_start);
+	oa_put64(rec + OA_REC_HDR + 8, ch.trunc_min);
+	oa_put64(rec + OA_REC_HDR + 16, ch.final_size);
+	oa_put64(rec + OA_REC_HDR + 24, ch.nops);
+	build_ops(f, rec + OA_REC_HDR + OA_COMMIT_FIXED);
+
+	seq = l.last_seq + 1;
+	lsn = f->pos;
+	r = (struct oa_rec){ .type = OA_REC_COMMIT, .gen = f->gen, .lsn = lsn,
+			     .tx = f->tx_id, .len = body, .seq = seq,
+			     .body_crc = oa_crc32c(0, rec + OA_REC_HDR, body) };
+	oa_rec_encode(rec, &r);
+
+	/* I10: mark the commit in flight before its record exists. */
+	l.last_seq = seq;
+	l.dirty_seq = seq;
+	if (oa_live_write(f, &l) < 0)
+		goto fail_unlock;
+	if (oa_pwrite_full(f->jfd, rec, OA_REC_HDR + body, (off_t)lsn) < 0) {
+		/* Not flushed: a partial record fails its CRC (I1), and a
+		 * whole one is zeroed again if the disk lets us.  The
+		 * transaction stays pending: its data records are intact and a
+		 * retry's commit record points back at them.  Never reuse the
+		 * range in this generation (recovery skips it as garbage). */
+		unsigned char zero[OA_REC_HDR] = { 0 };
+		e = errno;
+		oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)lsn);
+		f->pos = oa_align_up(lsn + OA_REC_HDR + body, OA_REC_ALIGN);
+		l.dirty_seq = 0;
+		oa_live_write(f, &l);
+		errno = e;
+		goto fail_unlock;
+	}
+	oa_killpoint(OA_KP_RECORD_WRITTEN);
+	/* I2: the one flush of a commit.  It makes the data records, this
+	 * commit record and the generation's header slot durable together;
+	 * their checksums tell recovery whether all of it arrived (I1), so no
+	 * flush is needed between data and commit record. */
+	if (oa_xfdatasync(f->jfd) < 0) {
+		unsigned char zero[OA_REC_HDR] = { 0 };
+		/* I9: cannot tell whether the record is durable.  Revoke it if
+		 * the disk lets us; latch the handle either way. */
+		f->latched = true;
+		if (oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)lsn) == 0)
+			oa_xfdatasync(f->jfd);
+		l.dirty_seq = 0;
+		oa_live_write(f, &l);
+		errno = EIO;
+		goto fail_unlock;
+	}
+	oa_killpoint(OA_KP_FLUSHED);
+	/* I3: only now does the file change. */
+	if (oa_apply(f, f->jfd, &ch, rec + OA_REC_HDR + OA_COMMIT_FIXED) < 0) {
+		/* Committed but not applied: leave the dirty marker so that
+		 * the next committer or opener replays it (I10). */
+		f->latched = true;
+		errno = EIO;
+		goto fail_unlock;
+	}
+	oa_killpoint(OA_KP_APPLIED);
+	l.dirty_seq = 0;
+	if (f->jidx < OA_LIVE_JMAX)
+		l.jmax[f->jidx] = seq;
+	if (oa_live_write(f, &l) < 0) {
+		f->latched = true;
+		goto fail_unlock;
+	}
+	free(rec);
+	f->pos = oa_align_up(lsn + OA_REC_HDR + body, OA_REC_ALIGN);
+	f->rec_open = false;
+	oa_txn_drop(f);
+	if (f->pos > OA_JRNL_CKPT) {
+		if (oa_checkpoint_locked(f) < 0) {
+			f->latched = true;
+			e = errno;
+			oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+			errno = e;
+			return -1;
+		}
+		oa_journal_reset(f);
+		struct stat js;
+		if (oa_xfstat(f->jfd, &js) == 0 && js.st_size > OA_JRNL_RETAIN)
+			oa_xftruncate(f->jfd, OA_JRNL_INITIAL);
+	}
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	return 0;
+
+fail_unlock:
+	e = errno;
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	errno = e;
+fail_free:
+	free(rec);
+	return -1;
+}

@@ -1,0 +1,227 @@
+/*
+ * control.c - the control file ".NAME.oa": checkpoint record, live area,
+ * locks; names and safe creation of the library's files.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int oa_name(struct oa_file *f, char *out, size_t n, int kind, int idx)
+{
+	int r = kind == OA_NAME_CTL ? snprintf(out, n, "%s.oa", f->prefix)
+				    : snprintf(out, n, "%s.oaj-%d", f->prefix, idx);
+	if (r < 0 || (size_t)r >= n || r > NAME_MAX) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+int oa_check_safe(struct oa_file *f, int fd)
+{
+	struct stat st;
+	if (oa_xfstat(fd, &st) < 0)
+		return -1;
+	if (!S_ISREG(st.st_mode)) {
+		errno = EPERM;
+		return -1;
+	}
+	/* SPEC 10: a journal another user could have written is not trusted.
+	 * Its owner must be the file's owner, root or us, and it may not be
+	 * writable by group or others unless the file itself is. */
+	if (st.st_uid != f->uid && st.st_uid != 0 && st.st_uid != geteuid()) {
+		errno = EPERM;
+		return -1;
+	}
+	if ((st.st_mode & 0022) & ~(f->mode & 0022)) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
+int oa_create_atomic(struct oa_file *f, const char *name,
+		     int (*fill)(struct oa_file *f, int fd, void *arg),
+		     void *arg)
+{
+	char tmp[NAME_MAX + 32], proc[64];
+	bool named = false;
+	int fd, r;
+
+	/* An unnamed file first: a crash while it is being filled leaves
+	 * nothing behind.  Where O_TMPFILE is not supported, a unique
+	 * temporary name. */
+	fd = oa_xopenat(f->dfd, ".", O_TMPFILE | O_RDWR, 0600);
+	if (fd < 0) {
+		snprintf(tmp, sizeof(tmp), ".oatmp.%016llx",
+			 (unsigned long long)oa_random64());
+		fd = oa_xopenat(f->dfd, tmp, O_RDWR | O_CREAT | O_EXCL |
+				O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return -1;
+		named = true;
+	}
+	/* SPEC 10: the file's owner, and no wider permissions than it. */
+	if (oa_sys->fchown(fd, f->uid, f->gid) < 0 && errno != EPERM)
+		goto fail;
+	if (oa_sys->fchmod(fd, f->mode & 0666) < 0)
+		goto fail;
+	if (fill(f, fd, arg) < 0)
+		goto fail;
+	/* I8: the new file's contents are durable before its name is. */
+	if (oa_xfsync(fd) < 0)
+		goto fail;
+	if (named) {
+		r = oa_sys->linkat(f->dfd, tmp, f->dfd, name, 0);
+		int e = errno;
+		oa_sys->unlinkat(f->dfd, tmp, 0);
+		errno = e;
+	} else {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		r = oa_sys->linkat(AT_FDCWD, proc, f->dfd, name,
+				   AT_SYMLINK_FOLLOW);
+	}
+	if (r < 0)
+		goto fail_nounlink;
+	/* I8: ...and the name is durable before anything relies on it. */
+	if (oa_xfsync(f->dfd) < 0)
+		goto fail_nounlink;
+	return fd;
+fail:
+	if (named) {
+		int e = errno;
+		oa_sys->unlinkat(f->dfd, tmp, 0);
+		errno = e;
+	}
+fail_nounlink:
+	oa_xclose(fd);
+	return -1;
+}
+
+static int fill_ctl(struct oa_file *f, int fd, void *arg)
+{
+	struct oa_slot s = { .slot_seq = 0, .a = 0, .ino = f->ino,
+			     .igen = f->igen };
+	struct oa_live l = { .magic = OA_LIVE_MAGIC };
+	if (oa_slot_write(fd, OA_CTL_MAGIC, &s) < 0)
+		return -1;
+	f->cfd = fd;
+	return oa_live_write(f, &l);
+}
+
+int oa_ctl_open(struct oa_file *f, bool create)
+{
+	char name[NAME_MAX + 1];
+	int fd;
+
+	if (oa_name(f, name, sizeof(name), OA_NAME_CTL, 0) < 0)
+		return -1;
+	for (int tries = 0; tries < 8; tries++) {
+		bool rw = f->tfd_rw;
+		fd = oa_xopenat(f->dfd, name,
+				(rw ? O_RDWR : O_RDONLY) | O_NOFOLLOW, 0);
+		if (fd < 0 && errno == EACCES && rw) {
+			rw = false;
+			fd = oa_xopenat(f->dfd, name, O_RDONLY | O_NOFOLLOW, 0);
+		}
+		if (fd >= 0) {
+			if (oa_check_safe(f, fd) < 0) {
+				oa_xclose(fd);
+				return -1;
+			}
+			f->cfd = fd;
+			f->cfd_rw = rw;
+			return 0;
+		}
+		if (errno != ENOENT || !create)
+			return -1;
+		fd = oa_create_atomic(f, name, fill_ctl, NULL);
+		if (fd >= 0) {
+			f->cfd = fd;
+			f->cfd_rw = true;
+			return 0;
+		}
+		f->cfd = -1;
+		if (errno != EEXIST)
+			return -1;
+		/* Another process created it first: open theirs. */
+	}
+	errno = EAGAIN;
+	return -1;
+}
+
+int oa_live_read(struct oa_file *f, struct oa_live *l)
+{
+	unsigned char b[OA_LIVE_BYTES];
+	ssize_t r = oa_xpread(f->cfd, b, sizeof(b), OA_LIVE_OFF);
+	if (r < 0)
+		return -1;
+	if (r < (ssize_t)sizeof(b))
+		memset(b + r, 0, sizeof(b) - (size_t)r);
+	l->magic = oa_get64(b);
+	l->last_seq = oa_get64(b + 8);
+	l->dirty_seq = oa_get64(b + 16);
+	l->ckpt_seq = oa_get64(b + 24);
+	for (int i = 0; i < OA_LIVE_JMAX; i++)
+		l->jmax[i] = oa_get64(b + 32 + 8 * i);
+	if (l->magic != OA_LIVE_MAGIC) {
+		/* Never initialised: treat as "nothing known"; the opener that
+		 * recovers rewrites it. */
+		memset(l, 0, sizeof(*l));
+		l->magic = OA_LIVE_MAGIC;
+	}
+	return 0;
+}
+
+int oa_live_write(struct oa_file *f, const struct oa_live *l)
+{
+	unsigned char b[OA_LIVE_BYTES];
+	oa_put64(b, OA_LIVE_MAGIC);
+	oa_put64(b + 8, l->last_seq);
+	oa_put64(b + 16, l->dirty_seq);
+	oa_put64(b + 24, l->ckpt_seq);
+	for (int i = 0; i < OA_LIVE_JMAX; i++)
+		oa_put64(b + 32 + 8 * i, l->jmax[i]);
+	return oa_pwrite_full(f->cfd, b, sizeof(b), OA_LIVE_OFF);
+}
+
+int oa_ctl_read_ckpt(struct oa_file *f, uint64_t *ckpt, bool *foreign)
+{
+	struct oa_slot s;
+	int r = oa_slots_read(f->cfd, OA_CTL_MAGIC, &s);
+	if (r < 0)
+		return -1;
+	if (r == 1) {
+		/* Created files are flushed before they are named (I8), so a
+		 * control file without a header was not made by us. */
+		errno = EUCLEAN;
+		return -1;
+	}
+	*ckpt = s.a;
+	*foreign = s.ino != f->ino || s.igen != f->igen;
+	return 0;
+}
+
+int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt)
+{
+	struct oa_slot s;
+	int r = oa_slots_read(f->cfd, OA_CTL_MAGIC, &s);
+	if (r < 0 && errno != EUCLEAN)
+		return -1;
+	if (r != 0)
+		s.slot_seq = 0;
+	s.slot_seq++;
+	s.a = ckpt;
+	s.ino = f->ino;
+	s.igen = f->igen;
+	if (oa_slot_write(f->cfd, OA_CTL_MAGIC, &s) < 0)
+		return -1;
+	oa_killpoint(OA_KP_CKPT_WRITTEN);
+	/* I4/I5: the checkpoint record is durable before any journal record it
+	 * makes obsolete is overwritten. */
+	return oa_xfdatasync(f->cfd);
+}

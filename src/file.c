@@ -1,0 +1,720 @@
+/*
+ * file.c - the public calls: open, read, write, truncate, stat, commit,
+ * abort, close, recover.
+ *
+ * Locks (OFD locks, so they belong to the handle, work between threads of a
+ * process, and vanish with a dead process):
+ *   control byte OPEN    every handle holds it shared; exclusive means
+ *                        "alone": the opener recovers fully, the closer
+ *                        checkpoints.
+ *   control byte COMMIT  exclusive while committing, recovering or
+ *                        checkpointing: commits are serialised.
+ *   control byte APPLY   shared while reading committed bytes, exclusive
+ *                        while writing them in place: readers never see half
+ *                        a commit.
+ *   journal byte OWNER   exclusive: the journal's one writer.
+ * Order: OPEN, then COMMIT, then APPLY; OWNER is only ever tried without
+ * waiting, so no cycle can form.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "oatomic-private.h"
+
+#define OA_OFF_MAX ((uint64_t)INT64_MAX)
+
+struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
+			      const char *jdir);
+void oa_handle_free(struct oa_file *f);
+
+enum { P_WORK = 0, P_CHECK = 1, P_RECOVER = 2 };
+
+void oa_handle_free(struct oa_file *f)
+{
+	if (!f)
+		return;
+	oa_xclose(f->jfd);
+	oa_xclose(f->cfd);
+	if (f->dfd != f->tdirfd)
+		oa_xclose(f->dfd);
+	oa_xclose(f->tdirfd);
+	oa_xclose(f->tfd);
+	oa_index_free(f->ix);
+	free(f->buf);
+	free(f->prefix);
+	free(f);
+}
+
+int oa_target_writable(struct oa_file *f)
+{
+	char proc[64];
+	int fd;
+	if (f->tfd_rw)
+		return 0;
+	/* Reopen the same inode for writing (recovery by a reader). */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->tfd);
+	fd = oa_xopenat(AT_FDCWD, proc, O_RDWR, 0);
+	if (fd < 0)
+		return -1;
+	oa_xclose(f->tfd);
+	f->tfd = fd;
+	f->tfd_rw = true;
+	return 0;
+}
+
+/* Split PATH into its directory (opened) and its last component. */
+static int open_parent(int dirfd, const char *path, char **base)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int fd;
+
+	if (!slash) {
+		*base = strdup(path);
+		if (!*base) {
+			errno = ENOMEM;
+			return -1;
+		}
+		return oa_xopenat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+	}
+	*base = strdup(slash + 1);
+	dir = slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
+	if (!*base || !dir) {
+		free(*base);
+		free(dir);
+		errno = ENOMEM;
+		return -1;
+	}
+	fd = oa_xopenat(dirfd, dir, O_RDONLY | O_DIRECTORY, 0);
+	free(dir);
+	if (fd < 0) {
+		free(*base);
+		*base = NULL;
+	}
+	return fd;
+}
+
+static int open_target(struct oa_file *f, int dirfd, const char *path,
+		       int flags, mode_t mode, bool *created)
+{
+	int base = O_CLOEXEC | (flags & (O_NOFOLLOW | O_NOCTTY));
+	int acc = flags & O_ACCMODE;
+	int fd;
+
+	*created = false;
+	for (int tries = 0; tries < 16; tries++) {
+		int am = acc == O_RDONLY ? O_RDONLY : O_RDWR;
+		if (flags & O_CREAT) {
+			fd = oa_xopenat(dirfd, path, base | am | O_CREAT | O_EXCL,
+					mode);
+			if (fd < 0 && errno == EACCES && acc == O_WRONLY)
+				fd = oa_xopenat(dirfd, path, base | O_WRONLY |
+						O_CREAT | O_EXCL, mode);
+			if (fd >= 0) {
+				*created = true;
+				f->tfd_rw = am != O_RDONLY;
+				return fd;
+			}
+			if (errno != EEXIST || (flags & O_EXCL))
+				return -1;
+		}
+		fd = oa_xopenat(dirfd, path, base | am, 0);
+		if (fd < 0 && errno == EACCES && acc == O_WRONLY) {
+			am = O_WRONLY;
+			fd = oa_xopenat(dirfd, path, base | am, 0);
+		}
+		if (fd >= 0) {
+			f->tfd_rw = am != O_RDONLY;
+			return fd;
+		}
+		if (errno != ENOENT || !(flags & O_CREAT))
+			return -1;
+		/* Deleted between our two tries: create again. */
+	}
+	return -1;
+}
+
+static struct oa_file *handle_new(void)
+{
+	struct oa_file *f = calloc(1, sizeof(*f));
+	if (!f) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	f->tfd = f->dfd = f->tdirfd = f->cfd = f->jfd = -1;
+	f->buf = malloc(OA_BUF_BYTES);
+	f->ix = oa_index_new();
+	if (!f->buf || !f->ix) {
+		oa_handle_free(f);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return f;
+}
+
+static int identify(struct oa_file *f)
+{
+	struct stat st;
+	int gen = 0;
+	if (oa_xfstat(f->tfd, &st) < 0)
+		return -1;
+	if (S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		errno = EINVAL;
+		return -1;
+	}
+	f->ino = st.st_ino;
+	f->uid = st.st_uid;
+	f->gid = st.st_gid;
+	f->mode = st.st_mode & 07777;
+	/* The inode generation tells a reused inode number from the file the
+	 * journal was written for.  Not every file system has it. */
+	if (oa_sys->ioctl(f->tfd, FS_IOC_GETVERSION, &gen) == 0)
+		f->igen = (uint32_t)gen;
+	return 0;
+}
+
+static int set_prefix(struct oa_file *f, const char *base, bool own_dir)
+{
+	int r = own_dir ? asprintf(&f->prefix, ".%s.%llx", base,
+				   (unsigned long long)f->ino)
+			: asprintf(&f->prefix, ".%s", base);
+	if (r < 0) {
+		f->prefix = NULL;
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+/* Recover as the open of F requires.  Alone (OPEN exclusive): full
+ * recovery; otherwise only what a dead committer left (dirty marker). */
+static int open_recover(struct oa_file *f)
+{
+	int r;
+	if (!f->cfd_rw)
+		return oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1);
+	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
+		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+			return -1;
+		r = oa_recover_locked(f);
+		int e = errno;
+		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		if (r < 0) {
+			oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0);
+			errno = e;
+			return -1;
+		}
+		/* Downgrade: converting our own lock is atomic. */
+		return oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 0);
+	}
+	if (errno != EAGAIN)
+		return -1;
+	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
+		return -1;
+	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		return -1;
+	r = oa_heal_locked(f);
+	int e = errno;
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	errno = e;
+	return r;
+}
+
+static struct oa_file *handle_open(int dirfd, const char *path, int flags,
+				   mode_t mode, const struct oa_options *o,
+				   int purpose)
+{
+	struct oa_file *f;
+	char *base = NULL;
+	bool created;
+	int acc = flags & O_ACCMODE;
+
+	if (!path) {
+		errno = EFAULT;
+		return NULL;
+	}
+	if (acc == O_ACCMODE || (flags & (O_APPEND | O_DIRECT | O_PATH)) ||
+	    (flags & O_TMPFILE) == O_TMPFILE || (flags & O_DIRECTORY)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	f = handle_new();
+	if (!f)
+		return NULL;
+	f->acc = acc;
+	if (o) {
+		if (o->size < offsetof(struct oa_options, method) + sizeof(int) ||
+		    o->size > 4096) {
+			errno = EINVAL;
+			goto fail;
+		}
+		memcpy(&f->opt, o, o->size < sizeof(f->opt) ? o->size
+							     : sizeof(f->opt));
+		if (f->opt.method != OA_METHOD_AUTO &&
+		    f->opt.method != OA_METHOD_JOURNAL) {
+			errno = EINVAL;
+			goto fail;
+		}
+	}
+	f->opt.size = sizeof(f->opt);
+	f->tfd = open_target(f, dirfd, path, flags, mode, &created);
+	if (f->tfd < 0)
+		goto fail;
+	if (identify(f) < 0)
+		goto fail;
+	f->tdirfd = open_parent(dirfd, path, &base);
+	if (f->tdirfd < 0)
+		goto fail;
+	if (created) {
+		/* A created file is durable, name included, at open: a commit
+		 * into it must not vanish with its directory entry. */
+		if (oa_xfsync(f->tfd) < 0 || oa_xfsync(f->tdirfd) < 0)
+			goto fail;
+	}
+	if (f->opt.journal_dir) {
+		f->dfd = oa_xopenat(dirfd, f->opt.journal_dir,
+				    O_RDONLY | O_DIRECTORY, 0);
+		if (f->dfd < 0)
+			goto fail;
+	} else {
+		f->dfd = f->tdirfd;
+	}
+	if (set_prefix(f, base, f->opt.journal_dir != NULL) < 0)
+		goto fail;
+	f->opt.journal_dir = NULL;   /* not ours to keep */
+	free(base);
+	base = NULL;
+
+	if (oa_ctl_open(f, purpose == P_WORK && f->tfd_rw) < 0) {
+		if (errno != ENOENT)
+			goto fail;
+		f->cfd = -1;  /* never used with oatomic: nothing to recover */
+	}
+	if (f->cfd >= 0 && purpose == P_WORK && open_recover(f) < 0)
+		goto fail;
+	if (f->cfd >= 0 && purpose == P_RECOVER) {
+		if (!f->cfd_rw) {
+			errno = EACCES;
+			goto fail;
+		}
+		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+			goto fail;
+		int r = oa_recover_locked(f);
+		int e = errno;
+		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		errno = e;
+		if (r < 0)
+			goto fail;
+	}
+	if (purpose == P_WORK && (flags & O_TRUNC) && acc != O_RDONLY &&
+	    oa_ftruncate(f, 0) < 0)
+		goto fail;
+	return f;
+fail:
+	free(base);
+	oa_handle_free(f);
+	return NULL;
+}
+
+struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
+			      const char *jdir)
+{
+	struct oa_options o = { .size = sizeof(o), .journal_dir = jdir };
+	return handle_open(dirfd, path, purpose == P_RECOVER ? O_RDWR : O_RDONLY,
+			   0, &o, purpose);
+}
+
+oa_file *oa_open_opts(const char *path, int flags, mode_t mode,
+		      const struct oa_options *opts)
+{
+	return handle_open(AT_FDCWD, path, flags, mode, opts, P_WORK);
+}
+
+oa_file *oa_open(const char *path, int flags, mode_t mode)
+{
+	return handle_open(AT_FDCWD, path, flags, mode, NULL, P_WORK);
+}
+
+oa_file *oa_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	return handle_open(dirfd, path, flags, mode, NULL, P_WORK);
+}
+
+int oa__recover_opts(const char *path, const char *jdir)
+{
+	struct oa_file *f = oa_handle_for(AT_FDCWD, path, P_RECOVER, jdir);
+	if (!f)
+		return -1;
+	oa_handle_free(f);
+	return 0;
+}
+
+int oa_recover(const char *path)
+{
+	return oa__recover_opts(path, NULL);
+}
+
+/* ---- reading ---- */
+
+static int usable(struct oa_file *f)
+{
+	if (!f) {
+		errno = EBADF;
+		return -1;
+	}
+	if (f->latched) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/* The size as the handle sees it, given the committed size SC. */
+static uint64_t view_size(struct oa_file *f, uint64_t sc)
+{
+	uint64_t v = f->has_trunc ? f->t_last : sc;
+	uint64_t e = oa_index_end(f->ix);
+	return e > v ? e : v;
+}
+
+/* Take APPLY shared, first finishing a commit whose committer died. */
+static int read_lock(struct oa_file *f)
+{
+	struct oa_live l;
+	if (f->cfd < 0)
+		return 0;
+	for (;;) {
+		if (oa_lock(f->cfd, OA_LOCK_APPLY, F_RDLCK, 1) < 0)
+			return -1;
+		if (!f->cfd_rw || oa_live_read(f, &l) < 0 || l.dirty_seq == 0)
+			return 0;
+		/* A commit is in flight, or its committer died: wait for the
+		 * commit lock, which tells the two apart. */
+		oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+			return -1;
+		int r = oa_heal_locked(f);
+		int e = errno;
+		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		if (r < 0) {
+			errno = e;
+			return -1;
+		}
+	}
+}
+
+static void read_unlock(struct oa_file *f)
+{
+	if (f->cfd >= 0)
+		oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+}
+
+/* Committed bytes [a, b) into P: the file below the truncation point and
+ * its committed size, zeros elsewhere. */
+static int read_committed(struct oa_file *f, char *p, uint64_t a, uint64_t b,
+			  uint64_t sc)
+{
+	uint64_t lim = sc;
+	if (f->has_trunc && f->t_min < lim)
+		lim = f->t_min;
+	while (a < b && a < lim) {
+		uint64_t n = (b < lim ? b : lim) - a;
+		ssize_t r = oa_xpread(f->tfd, p, (size_t)n, (off_t)a);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		p += r;
+		a += (uint64_t)r;
+	}
+	if (a < b)
+		memset(p, 0, (size_t)(b - a));
+	return 0;
+}
+
+ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
+{
+	struct stat st;
+	uint64_t end, pos, sc, v;
+	char *p = buf;
+	ssize_t ret = -1;
+
+	if (usable(f) < 0)
+		return -1;
+	if (f->acc == O_WRONLY) {
+		errno = EBADF;
+		return -1;
+	}
+	if (off < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (n > SSIZE_MAX)
+		n = SSIZE_MAX;
+	if (read_lock(f) < 0)
+		return -1;
+	if (oa_xfstat(f->tfd, &st) < 0)
+		goto out;
+	sc = (uint64_t)st.st_size;
+	v = f->pending ? view_size(f, sc) : sc;
+	if ((uint64_t)off >= v || n == 0) {
+		ret = 0;
+		goto out;
+	}
+	end = (uint64_t)off + n;
+	if (end > v)
+		end = v;
+	pos = (uint64_t)off;
+	for (void *c = oa_index_seek(f->ix, pos); pos < end;) {
+		struct oa_ext e;
+		uint64_t stop = end;
+		if (c) {
+			oa_index_get(c, &e);
+			if (e.off < stop && e.off > pos)
+				stop = e.off;
+		}
+		if (!c || e.off >= end || e.off > pos) {
+			if (read_committed(f, p + (pos - (uint64_t)off), pos,
+					   stop, sc) < 0)
+				goto out;
+			pos = stop;
+			continue;
+		}
+		uint64_t from = pos, to = e.off + e.len < end ? e.off + e.len : end;
+		if (oa_pread_full(f->jfd, p + (from - (uint64_t)off),
+				  (size_t)(to - from),
+				  (off_t)(e.joff + (from - e.off))) < 0)
+			goto out;
+		pos = to;
+		c = oa_index_next(f->ix, c);
+	}
+	ret = (ssize_t)(end - (uint64_t)off);
+out:
+	{
+		int e = errno;
+		read_unlock(f);
+		errno = e;
+	}
+	return ret;
+}
+
+int oa_fstat(oa_file *f, struct stat *st)
+{
+	int r;
+	if (usable(f) < 0)
+		return -1;
+	if (!st) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (read_lock(f) < 0)
+		return -1;
+	r = oa_xfstat(f->tfd, st);
+	if (r == 0 && f->pending)
+		st->st_size = (off_t)view_size(f, (uint64_t)st->st_size);
+	int e = errno;
+	read_unlock(f);
+	errno = e;
+	return r;
+}
+
+/* ---- writing ---- */
+
+static int writable(struct oa_file *f)
+{
+	if (usable(f) < 0)
+		return -1;
+	if (f->acc == O_RDONLY || !f->cfd_rw) {
+		errno = EBADF;
+		return -1;
+	}
+	return 0;
+}
+
+/* Largest piece of one journal append: keeps each record's CRC pass and
+ * each pwritev bounded. */
+#define OA_APPEND_CHUNK (64u << 20)
+
+ssize_t oa_pwritev(oa_file *f, const struct iovec *iov, int iovcnt, off_t off)
+{
+	struct iovec v[64];
+	uint64_t total = 0, done = 0;
+	int i = 0;
+	size_t inner = 0;
+
+	if (writable(f) < 0)
+		return -1;
+	if (off < 0 || iovcnt < 0 || iovcnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (int k = 0; k < iovcnt; k++) {
+		if (iov[k].iov_len > SSIZE_MAX - total) {
+			errno = EINVAL;
+			return -1;
+		}
+		total += iov[k].iov_len;
+	}
+	if (total == 0)
+		return 0;
+	if (total > OA_OFF_MAX - (uint64_t)off) {
+		errno = EFBIG;
+		return -1;
+	}
+	if (f->opt.max_txn_bytes && f->txn_bytes + total > f->opt.max_txn_bytes) {
+		errno = EFBIG;
+		return -1;
+	}
+	while (done < total) {
+		int nv = 0;
+		size_t chunk = 0;
+		while (i < iovcnt && nv < 64 && chunk < OA_APPEND_CHUNK) {
+			size_t left = iov[i].iov_len - inner;
+			size_t take = left < OA_APPEND_CHUNK - chunk
+					      ? left : OA_APPEND_CHUNK - chunk;
+			if (take) {
+				v[nv].iov_base = (char *)iov[i].iov_base + inner;
+				v[nv].iov_len = take;
+				nv++;
+				chunk += take;
+			}
+			inner += take;
+			if (inner == iov[i].iov_len) {
+				i++;
+				inner = 0;
+			}
+		}
+		if (oa_journal_append(f, v, nv, chunk, (uint64_t)off + done) < 0)
+			return done ? (ssize_t)done : -1;
+		done += chunk;
+	}
+	return (ssize_t)total;
+}
+
+ssize_t oa_pwrite(oa_file *f, const void *buf, size_t n, off_t off)
+{
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = n };
+	return oa_pwritev(f, &v, 1, off);
+}
+
+int oa_ftruncate(oa_file *f, off_t length)
+{
+	if (writable(f) < 0)
+		return -1;
+	if (length < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	oa_index_truncate(f->ix, (uint64_t)length);
+	if (!f->has_trunc || (uint64_t)length < f->t_min)
+		f->t_min = (uint64_t)length;
+	f->t_last = (uint64_t)length;
+	f->has_trunc = true;
+	f->pending = true;
+	/* A write continuing the stream would land beyond a new end. */
+	f->rec_next_off = UINT64_MAX;
+	return 0;
+}
+
+/* ---- commit, abort, close ---- */
+
+int oa_commit(oa_file *f)
+{
+	if (usable(f) < 0)
+		return -1;
+	if (!f->pending)
+		return 0;
+	return oa_commit_journal(f);
+}
+
+/* Reclaim journal space when aborted data alone has filled it. */
+static int reclaim(struct oa_file *f)
+{
+	int r = 0;
+	if (f->jfd < 0 || f->pos <= OA_JRNL_CKPT)
+		return 0;
+	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		return -1;
+	struct oa_live l;
+	r = oa_live_read(f, &l);
+	/* I6 */
+	if (r == 0 && (f->jidx >= OA_LIVE_JMAX || l.jmax[f->jidx] > l.ckpt_seq))
+		r = oa_checkpoint_locked(f);
+	if (r == 0)
+		r = oa_journal_reset(f);
+	int e = errno;
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	errno = e;
+	return r;
+}
+
+int oa_abort(oa_file *f)
+{
+	if (usable(f) < 0)
+		return -1;
+	oa_txn_drop(f);
+	if (reclaim(f) < 0) {
+		f->latched = errno == EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/* Remove the journals beyond the first once no handle is left: they only
+ * hold checkpointed records.  Caller holds OPEN exclusive and COMMIT. */
+static void drop_extra_journals(struct oa_file *f)
+{
+	char name[NAME_MAX + 1];
+	for (int k = 1; k < 4096; k++) {
+		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
+			return;
+		if (oa_sys->unlinkat(f->dfd, name, 0) < 0 && errno == ENOENT)
+			return;
+	}
+}
+
+int oa_close(oa_file *f)
+{
+	int r = 0;
+	if (!f) {
+		errno = EBADF;
+		return -1;
+	}
+	oa_index_clear(f->ix);
+	f->pending = false;
+	if (!f->latched && f->cfd >= 0 && f->cfd_rw &&
+	    oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
+		/* The last handle: checkpoint, so that the file itself holds
+		 * every commit durably and the next open has nothing to do. */
+		oa_xclose(f->jfd);
+		f->jfd = -1;
+		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) == 0) {
+			r = oa_heal_locked(f);
+			if (r == 0)
+				r = oa_checkpoint_locked(f);
+			if (r == 0)
+				drop_extra_journals(f);
+			int e = errno;
+			oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+			errno = e;
+		}
+	}
+	int e = errno;
+	oa_handle_free(f);
+	errno = e;
+	return r;
+}

@@ -1,0 +1,142 @@
+/*
+ * format.h - oatomic's on-disk formats (docs/FORMAT.md is the prose).
+ *
+ * All integers are little-endian.  Every structure carries a CRC-32C.
+ *
+ * Control file ".NAME.oa":
+ *   0      header slot A (512 bytes used of the 4 KiB block)
+ *   4096   header slot B
+ *   8192   live area (volatile state shared by the processes that have the
+ *          file open; meaningless after a reboot, rebuilt by recovery)
+ *   lock bytes 0 (COMMIT), 1 (APPLY), 2 (OPEN): OFD locks, no data.
+ *
+ * Journal file ".NAME.oaj-K":
+ *   0      header slot A, 4096 header slot B
+ *   8192   records, each at a 512-byte aligned offset (its LSN)
+ *   lock byte 0 (OWNER): held by the one handle that writes the journal.
+ */
+#ifndef OA_FORMAT_H
+#define OA_FORMAT_H
+
+#include <endian.h>
+#include <stdint.h>
+#include <string.h>
+
+#define OA_VERSION        1u
+#define OA_SLOT_A         0
+#define OA_SLOT_B         4096
+#define OA_SLOT_BYTES     512
+#define OA_LIVE_OFF       8192
+#define OA_DATA_START     8192   /* journal: first record */
+#define OA_REC_ALIGN      512
+#define OA_REC_HDR        64
+#define OA_COMMIT_FIXED   32     /* commit body before the ops */
+#define OA_OP_BYTES       24
+
+#define OA_CTL_MAGIC      "OATOMCTL"
+#define OA_JNL_MAGIC      "OATOMJNL"
+#define OA_LIVE_MAGIC     0x31564c414f41ull  /* "OALV1" */
+#define OA_REC_MAGIC      0x3152414fu        /* "OAR1" */
+
+#define OA_REC_DATA       1
+#define OA_REC_COMMIT     2
+
+#define OA_NO_TRUNC       UINT64_MAX
+
+/* Lock bytes of the control and journal files. */
+#define OA_LOCK_COMMIT    0
+#define OA_LOCK_APPLY     1
+#define OA_LOCK_OPEN      2
+#define OA_LOCK_OWNER     0
+
+/* Journal sizing: created zero-filled at OA_JRNL_INITIAL so that the commit
+ * flush never has to allocate blocks or change the size; a checkpoint runs
+ * when the tail passes OA_JRNL_CKPT; a journal a big transaction grew beyond
+ * OA_JRNL_RETAIN is cut back after its checkpoint. */
+#define OA_JRNL_INITIAL   (4u << 20)
+#define OA_JRNL_CKPT      (3u << 20)
+#define OA_JRNL_RETAIN    (64u << 20)
+#define OA_REC_MAX        (256ull << 20)  /* payload of one data record */
+
+/* Live area: how many journals have a per-journal "newest commit" slot. */
+#define OA_LIVE_JMAX      64
+
+static inline void oa_put64(unsigned char *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, 8);
+}
+static inline void oa_put32(unsigned char *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, 4);
+}
+static inline void oa_put16(unsigned char *p, uint16_t v)
+{
+	v = htole16(v);
+	memcpy(p, &v, 2);
+}
+static inline uint64_t oa_get64(const unsigned char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+static inline uint32_t oa_get32(const unsigned char *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+static inline uint16_t oa_get16(const unsigned char *p)
+{
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return le16toh(v);
+}
+
+static inline uint64_t oa_align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* A header slot (control or journal), decoded.
+ *   0  magic[8]   8 version u32   12 kind-specific u32 (0)
+ *  16  slot_seq   24 a (control: ckpt_seq; journal: gen)
+ *  32  ino        40 igen          48 b (reserved, 0)
+ * 508  crc32c of bytes 0..507 */
+struct oa_slot {
+	uint64_t slot_seq;
+	uint64_t a;
+	uint64_t ino;
+	uint64_t igen;
+};
+
+/* A record header, decoded.
+ *   0 magic u32   4 type u16   6 hdr_len u16 (64)
+ *   8 gen        16 lsn       24 tx         32 len (payload/body bytes)
+ *  40 body_crc u32  44 0 u32  48 seq (commit; 0 for data)
+ *  56 0 u32      60 hdr_crc u32 = crc32c of bytes 0..59 */
+struct oa_rec {
+	uint16_t type;
+	uint64_t gen, lsn, tx, len, seq;
+	uint32_t body_crc;
+};
+
+/* Commit body:  0 tx_start  8 trunc_min  16 final_size  24 nops
+ *              32 ops: { file_off, len, joff } x nops */
+struct oa_commit_hdr {
+	uint64_t tx_start, trunc_min, final_size, nops;
+};
+
+/* Live area (control file at OA_LIVE_OFF), in-memory only between
+ * processes through the page cache:
+ *   0 magic  8 last_seq  16 dirty_seq  24 ckpt_seq
+ *  32 jmax[OA_LIVE_JMAX]: newest commit seq in journal K's generation */
+struct oa_live {
+	uint64_t magic, last_seq, dirty_seq, ckpt_seq;
+	uint64_t jmax[OA_LIVE_JMAX];
+};
+#define OA_LIVE_BYTES (32 + 8 * OA_LIVE_JMAX)
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * internal.h - the handle and the functions the layers share.
+ *
+ * Layers: sys.c (the seam) < format.h/journal.c (records, slots) <
+ * control.c (control file, locks, live area) < recover.c (walk, replay,
+ * check) < commit.c (the journal method's commit protocol, checkpoint) <
+ * file.c (the public calls).
+ */
+#ifndef OA_INTERNAL_H
+#define OA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "oatomic.h"
+#include "format.h"
+#include "index.h"
+#include "sys.h"
+
+#define OA_BUF_BYTES (1u << 20)   /* bounce buffer for copies and scans */
+
+struct oa_file {
+	/* descriptors */
+	int tfd;            /* the file itself */
+	int dfd;            /* directory of the control and journal files */
+	int tdirfd;         /* directory of the file (for fsync after create) */
+	int cfd;            /* control file, -1 if none (read-only, never used) */
+	int jfd;            /* this handle's journal, -1 until the first change */
+	int acc;            /* O_RDONLY, O_WRONLY or O_RDWR as asked */
+	bool tfd_rw;        /* tfd open for writing */
+	bool latched;       /* a flush failed: every call but close is EIO */
+	bool cfd_rw;
+
+	char *prefix;       /* ".NAME" or ".NAME.<ino>" (journal_dir given) */
+	uint64_t ino, igen; /* identity of the file, kept in every header */
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+	struct oa_options opt;
+
+	/* journal state */
+	int jidx;
+	uint64_t gen;       /* generation (random) of the journal's records */
+	uint64_t jslot_seq; /* newest header slot written */
+	uint64_t pos;       /* next free LSN */
+	uint64_t tx_id;     /* current transaction number in this generation */
+	uint64_t tx_start;  /* LSN of the current transaction's first record */
+
+	/* open data record: sequential writes extend it */
+	bool rec_open;
+	uint64_t rec_lsn, rec_len, rec_next_off;
+	uint32_t rec_crc;
+
+	/* the pending transaction */
+	struct oa_index *ix;
+	bool pending;       /* anything at all to commit */
+	bool has_trunc;
+	uint64_t t_min;     /* smallest length truncated to */
+	uint64_t t_last;    /* last length truncated to */
+	uint64_t txn_bytes; /* bytes written into the journal by this txn */
+
+	unsigned char *buf; /* OA_BUF_BYTES */
+};
+
+/* ---- journal.c: slots and records ---- */
+void oa_slot_encode(unsigned char out[OA_SLOT_BYTES], const char *magic,
+		    const struct oa_slot *s);
+/* 0 valid, -1 invalid (bad magic, version or crc), 1 all zeros. */
+int oa_slot_decode(const unsigned char in[OA_SLOT_BYTES], const char *magic,
+		   struct oa_slot *s);
+/* Read both slots of FD; pick the valid one with the newest slot_seq.
+ * Returns 0, 1 (neither slot ever written: all zeros or file too short), or
+ * -1 with EUCLEAN (damaged) or the read error. */
+int oa_slots_read(int fd, const char *magic, struct oa_slot *s);
+/* Write S into the slot that does not hold the newest copy (by slot_seq
+ * parity) so a torn write can only ever damage the older one. */
+int oa_slot_write(int fd, const char *magic, const struct oa_slot *s);
+
+void oa_rec_encode(unsigned char out[OA_REC_HDR], const struct oa_rec *r);
+/* 0 if the header is well formed with a good crc, -1 otherwise. */
+int oa_rec_decode(const unsigned char in[OA_REC_HDR], struct oa_rec *r);
+
+/* ---- control.c ---- */
+int oa_ctl_open(struct oa_file *f, bool create);
+int oa_live_read(struct oa_file *f, struct oa_live *l);
+int oa_live_write(struct oa_file *f, const struct oa_live *l);
+/* Durable checkpoint record: every commit with seq <= CKPT is durable in the
+ * file.  Flushes the control file. */
+int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt);
+int oa_ctl_read_ckpt(struct oa_file *f, uint64_t *ckpt, bool *foreign);
+int oa_name(struct oa_file *f, char *out, size_t n, int kind, int idx);
+#define OA_NAME_CTL 0
+#define OA_NAME_JNL 1
+/* Check an opened control or journal file: a regular file owned by the
+ * file's owner, root or us, with no permission the file lacks.  EPERM. */
+int oa_check_safe(struct oa_file *f, int fd);
+/* Create a file in f->dfd atomically: written by FILL in a temporary, then
+ * linked under NAME (fails with EEXIST if it appeared meanwhile). */
+int oa_create_atomic(struct oa_file *f, const char *name,
+		     int (*fill)(struct oa_file *f, int fd, void *arg),
+		     void *arg);
+
+/* ---- recover.c ---- */
+/* Finish or discard what crashed commits left behind: replay, in sequence
+ * order, every committed transaction newer than the checkpoint, from every
+ * journal; then checkpoint.  Caller holds COMMIT and the file open for
+ * writing.  Returns 0 or -1 (EUCLEAN, EPERM, EIO...). */
+int oa_recover_locked(struct oa_file *f);
+/* If the live area says a committer died mid-commit, recover.  Caller holds
+ * COMMIT. */
+int oa_heal_locked(struct oa_file *f);
+/* Apply one commit (already validated) from journal JFD into f->tfd. */
+int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
+	     const unsigned char *ops);
+
+/* ---- commit.c ---- */
+int oa_commit_journal(struct oa_file *f);
+int oa_checkpoint_locked(struct oa_file *f);
+int oa_journal_acquire(struct oa_file *f);
+int oa_journal_reset(struct oa_file *f);
+int oa_rec_close(struct oa_file *f);
+int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
+		      size_t total, uint64_t off);
+void oa_txn_drop(struct oa_file *f);
+void oa_killpoint(int point);
+int oa_target_writable(struct oa_file *f);
+
+/* Kill points (tests): where oa_killpoint() may stop the process. */
+#define OA_KP_RECORD_WRITTEN   1  /* commit record written, not flushed */
+#define OA_KP_FLUSHED          2  /* commit durable, nothing applied */
+#define OA_KP_HALF_APPLIED     3  /* first op applied in place */
+#define OA_KP_APPLIED          4  /* applied, dirty marker still set */
+#define OA_KP_CKPT_TARGET      5  /* checkpoint: file flushed */
+#define OA_KP_CKPT_WRITTEN     6  /* checkpoint record written, not flushed */
+
+uint64_t oa_random64(void);
+
+#endif
