@@ -121,10 +121,11 @@ int oa_ctl_open(struct oa_file *f, bool create)
 	if (oa_name(f, name, sizeof(name), OA_NAME_CTL, 0) < 0)
 		return -1;
 	for (int tries = 0; tries < 8; tries++) {
-		bool rw = f->tfd_rw;
-		fd = oa_xopenat(f->dfd, name,
-				(rw ? O_RDWR : O_RDONLY) | O_NOFOLLOW, 0);
-		if (fd < 0 && errno == EACCES && rw) {
+		/* Read-write even for a reader: a reader that can must be
+		 * able to finish what a crash left (SPEC 7). */
+		bool rw = true;
+		fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
+		if (fd < 0 && (errno == EACCES || errno == EROFS)) {
 			rw = false;
 			fd = oa_xopenat(f->dfd, name, O_RDONLY | O_NOFOLLOW, 0);
 		}

@@ -355,12 +355,10 @@ static int scan_all(struct oa_file *f, struct scan *S)
 			}
 			goto fail;
 		}
-		if (oa_check_safe(f, fd) < 0) {
-			note(S, "journal %s is not owned by the file's owner or is "
-			     "writable by others: not replayed", name);
-			S->unsafe++;
+		bool unsafe = oa_check_safe(f, fd) < 0;
+		if (unsafe && errno != EPERM) {
 			oa_xclose(fd);
-			continue;
+			goto fail;
 		}
 		r = oa_slots_read(fd, OA_JNL_MAGIC, &s);
 		if (r < 0) {
@@ -389,8 +387,19 @@ static int scan_all(struct oa_file *f, struct scan *S)
 		}
 		S->j[S->nj] = (struct jrn){ fd, idx[i], s.a };
 		S->nj++;
+		size_t nacc = S->nacc, ninc = S->ninc;
 		if (scan_journal(f, S, (int)S->nj - 1) < 0)
 			goto fail;
+		/* SPEC 10: a journal someone else could have written is never
+		 * replayed.  One that holds nothing newer than the checkpoint
+		 * (say, the file was chmod-ed since) is harmless. */
+		if (unsafe && (S->nacc > nacc || S->ninc > ninc)) {
+			note(S, "journal %s is not owned by the file's owner or "
+			     "is writable by others: not replayed", name);
+			S->unsafe++;
+			S->nacc = nacc;
+			S->ninc = ninc;
+		}
 	}
 	free(idx);
 	qsort(S->acc, S->nacc, sizeof(*S->acc), acc_cmp);
