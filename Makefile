@@ -107,7 +107,10 @@ install: all
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liboatomic.so
 	install -m 0644 $(BUILD)/liboatomic.a $(DESTDIR)$(LIBDIR)/
 	install -m 0644 include/oatomic.h $(DESTDIR)$(INCDIR)/
-	install -m 0644 $(BUILD)/oatomic.pc $(DESTDIR)$(PCDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCDIR@|$(INCDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    oatomic.pc.in > $(DESTDIR)$(PCDIR)/oatomic.pc
+	chmod 0644 $(DESTDIR)$(PCDIR)/oatomic.pc
 	install -m 0755 $(BUILD)/oatomic $(DESTDIR)$(BINDIR)/
 	for m in man/man1/*.1; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(MANDIR)/man1/; done; true
 	for m in man/man3/*.3; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(MANDIR)/man3/; done; true

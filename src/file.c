@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -69,6 +70,16 @@ int oa_target_writable(struct oa_file *f)
 	return 0;
 }
 
+/* A directory we may search but not read (mode 0711) still works: names in
+ * it can be opened, journals are then found by probing their names. */
+static int open_dir(int dirfd, const char *dir)
+{
+	int fd = oa_xopenat(dirfd, dir, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0 && errno == EACCES)
+		fd = oa_xopenat(dirfd, dir, O_PATH | O_DIRECTORY, 0);
+	return fd;
+}
+
 /* Split PATH into its directory (opened) and its last component. */
 static int open_parent(int dirfd, const char *path, char **base)
 {
@@ -82,7 +93,7 @@ static int open_parent(int dirfd, const char *path, char **base)
 			errno = ENOMEM;
 			return -1;
 		}
-		return oa_xopenat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+		return open_dir(dirfd, ".");
 	}
 	*base = strdup(slash + 1);
 	dir = slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
@@ -92,7 +103,7 @@ static int open_parent(int dirfd, const char *path, char **base)
 		errno = ENOMEM;
 		return -1;
 	}
-	fd = oa_xopenat(dirfd, dir, O_RDONLY | O_DIRECTORY, 0);
+	fd = open_dir(dirfd, dir);
 	free(dir);
 	if (fd < 0) {
 		free(*base);
@@ -104,7 +115,9 @@ static int open_parent(int dirfd, const char *path, char **base)
 static int open_target(struct oa_file *f, int dirfd, const char *path,
 		       int flags, mode_t mode, bool *created)
 {
-	int base = O_CLOEXEC | (flags & (O_NOFOLLOW | O_NOCTTY));
+	/* O_NONBLOCK: a FIFO or device in the file's place must not block the
+	 * open; identify() then refuses it.  Regular files ignore the flag. */
+	int base = O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (flags & O_NOFOLLOW);
 	int acc = flags & O_ACCMODE;
 	int fd;
 
@@ -388,10 +401,19 @@ static uint64_t view_size(struct oa_file *f, uint64_t sc)
 	return e > v ? e : v;
 }
 
+/* A handle opened before the file was ever used with oatomic has no
+ * control file; look again, one may exist now. */
+static void find_ctl(struct oa_file *f)
+{
+	if (f->cfd < 0 && oa_ctl_open(f, false) < 0)
+		f->cfd = -1;
+}
+
 /* Take APPLY shared, first finishing a commit whose committer died. */
 static int read_lock(struct oa_file *f)
 {
 	struct oa_live l;
+	find_ctl(f);
 	if (f->cfd < 0)
 		return 0;
 	for (;;) {
@@ -465,8 +487,10 @@ ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 	}
 	if (n > SSIZE_MAX)
 		n = SSIZE_MAX;
+again:
 	if (read_lock(f) < 0)
 		return -1;
+	bool unlocked = f->cfd < 0;
 	if (oa_xfstat(f->tfd, &st) < 0)
 		goto out;
 	sc = (uint64_t)st.st_size;
@@ -509,6 +533,14 @@ out:
 		read_unlock(f);
 		errno = e;
 	}
+	/* Read without a lock because no writer had ever come: if one has
+	 * come meanwhile (its control file exists before its first apply), the
+	 * read may have crossed a commit.  Read again, locked. */
+	if (unlocked && ret >= 0) {
+		find_ctl(f);
+		if (f->cfd >= 0)
+			goto again;
+	}
 	return ret;
 }
 
@@ -533,6 +565,21 @@ int oa_fstat(oa_file *f, struct stat *st)
 }
 
 /* ---- writing ---- */
+
+/* Would a file of size END be too big, as pwrite(2) and ftruncate(2) would
+ * find at apply time?  The file system's limit is what lseek(2) refuses
+ * (s_maxbytes); the process's is RLIMIT_FSIZE (refused here with EFBIG,
+ * without the SIGXFSZ the kernel would send). */
+static bool too_big(struct oa_file *f, uint64_t end)
+{
+	struct rlimit rl;
+	if (end > OA_OFF_MAX)
+		return true;
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    end > rl.rlim_cur)
+		return true;
+	return oa_sys->lseek(f->tfd, (off_t)end, SEEK_SET) < 0 && errno == EINVAL;
+}
 
 static int writable(struct oa_file *f)
 {
@@ -571,7 +618,8 @@ ssize_t oa_pwritev(oa_file *f, const struct iovec *iov, int iovcnt, off_t off)
 	}
 	if (total == 0)
 		return 0;
-	if (total > OA_OFF_MAX - (uint64_t)off) {
+	if (total > OA_OFF_MAX - (uint64_t)off ||
+	    too_big(f, (uint64_t)off + total)) {
 		errno = EFBIG;
 		return -1;
 	}
@@ -617,6 +665,10 @@ int oa_ftruncate(oa_file *f, off_t length)
 		return -1;
 	if (length < 0) {
 		errno = EINVAL;
+		return -1;
+	}
+	if (too_big(f, (uint64_t)length)) {
+		errno = EFBIG;
 		return -1;
 	}
 	oa_index_truncate(f->ix, (uint64_t)length);

@@ -274,6 +274,29 @@ static int list_journals(struct oa_file *f, int **out, size_t *n)
 		return 0;
 	plen = strlen(pfx);
 	dfd = oa_xopenat(f->dfd, ".", O_RDONLY | O_DIRECTORY, 0);
+	if (dfd < 0 && errno == EACCES) {
+		/* Searchable, not readable: probe the names.  Journals are
+		 * numbered from 0 and removed from the top, so a run of
+		 * missing numbers ends the list. */
+		char name[NAME_MAX + 1];
+		struct stat st;
+		for (int k = 0, miss = 0; miss < 16 && k < 1 << 20; k++) {
+			if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
+				break;
+			if (oa_sys->fstatat(f->dfd, name, &st,
+					    AT_SYMLINK_NOFOLLOW) < 0) {
+				if (errno != ENOENT)
+					return -1;
+				miss++;
+				continue;
+			}
+			miss = 0;
+			if (grow((void **)out, &cap, *n, sizeof(int)) < 0)
+				return -1;
+			(*out)[(*n)++] = k;
+		}
+		return 0;
+	}
 	if (dfd < 0)
 		return -1;
 	for (;;) {
@@ -402,7 +425,8 @@ static int scan_all(struct oa_file *f, struct scan *S)
 		}
 	}
 	free(idx);
-	qsort(S->acc, S->nacc, sizeof(*S->acc), acc_cmp);
+	if (S->nacc > 1)
+		qsort(S->acc, S->nacc, sizeof(*S->acc), acc_cmp);
 	for (size_t i = 1; i < S->nacc; i++)
 		if (S->acc[i].seq == S->acc[i - 1].seq) {
 			note(S, "two commits carry sequence %llu",

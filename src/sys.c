@@ -55,6 +55,7 @@ const struct oa_sysops oa_sys_linux = {
 	.fsync = fsync,
 	.fdatasync = fdatasync,
 	.ftruncate = ftruncate,
+	.lseek = lseek,
 	.fallocate = fallocate,
 	.fstat = fstat,
 	.fstatat = linux_fstatat,

@@ -31,6 +31,7 @@ struct oa_sysops {
 	int (*fsync)(int fd);       /* data and metadata (directories too) */
 	int (*fdatasync)(int fd);   /* data and the size */
 	int (*ftruncate)(int fd, off_t len);
+	off_t (*lseek)(int fd, off_t off, int whence);
 	int (*fallocate)(int fd, int mode, off_t off, off_t len);
 	int (*fstat)(int fd, struct stat *st);
 	int (*fstatat)(int dirfd, const char *path, struct stat *st, int flags);

@@ -1,0 +1,534 @@
+/*
+ * ioinfo.c - oa_ioinfo(): what the file and its file system can do.
+ *
+ * Static facts come from fstatfs(2) and statx(2) of the file.  Whether
+ * reflink, XFS range exchange and RWF_ATOMIC actually work is never guessed
+ * from the kernel version: each is tried once per file system on scratch
+ * O_TMPFILE files (nameless, gone when closed) and the answer is cached,
+ * keyed by the file system's identity.  Every call goes through the seam.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <linux/fs.h>          /* struct file_clone_range, FICLONERANGE */
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#include "internal.h"
+
+/* ---- statx, as the kernel lays it out (include/uapi/linux/stat.h) ---- */
+
+#ifndef STATX_DIOALIGN
+#define STATX_DIOALIGN 0x00002000U
+#endif
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+#ifndef STATX_WRITE_ATOMIC
+#define STATX_WRITE_ATOMIC 0x00010000U
+#endif
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
+#ifndef RWF_ATOMIC
+#define RWF_ATOMIC 0x00000040
+#endif
+
+/* glibc's struct statx predates the fields we need: our own copy. */
+struct oa_statx_ts {
+	int64_t tv_sec;
+	uint32_t tv_nsec;
+	int32_t reserved;
+};
+
+struct oa_statx {
+	uint32_t stx_mask;                       /* 0x00 */
+	uint32_t stx_blksize;
+	uint64_t stx_attributes;
+	uint32_t stx_nlink;                      /* 0x10 */
+	uint32_t stx_uid;
+	uint32_t stx_gid;
+	uint16_t stx_mode;
+	uint16_t spare0;
+	uint64_t stx_ino;                        /* 0x20 */
+	uint64_t stx_size;
+	uint64_t stx_blocks;
+	uint64_t stx_attributes_mask;
+	struct oa_statx_ts stx_atime;            /* 0x40 */
+	struct oa_statx_ts stx_btime;
+	struct oa_statx_ts stx_ctime;
+	struct oa_statx_ts stx_mtime;
+	uint32_t stx_rdev_major;                 /* 0x80 */
+	uint32_t stx_rdev_minor;
+	uint32_t stx_dev_major;
+	uint32_t stx_dev_minor;
+	uint64_t stx_mnt_id;                     /* 0x90 */
+	uint32_t stx_dio_mem_align;
+	uint32_t stx_dio_offset_align;
+	uint64_t stx_subvol;                     /* 0xa0 */
+	uint32_t stx_atomic_write_unit_min;
+	uint32_t stx_atomic_write_unit_max;
+	uint32_t stx_atomic_write_segments_max;  /* 0xb0 */
+	uint32_t stx_dio_read_offset_align;
+	uint32_t stx_atomic_write_unit_max_opt;
+	uint32_t spare2;
+	uint64_t spare3[8];                      /* 0xc0 */
+};                                               /* 0x100 */
+
+static_assert(sizeof(struct oa_statx_ts) == 16, "statx_timestamp");
+static_assert(offsetof(struct oa_statx, stx_mode) == 0x1c, "stx_mode");
+static_assert(offsetof(struct oa_statx, stx_atime) == 0x40, "stx_atime");
+static_assert(offsetof(struct oa_statx, stx_rdev_major) == 0x80, "stx_rdev");
+static_assert(offsetof(struct oa_statx, stx_mnt_id) == 0x90, "stx_mnt_id");
+static_assert(offsetof(struct oa_statx, stx_dio_mem_align) == 0x98,
+	      "stx_dio_mem_align");
+static_assert(offsetof(struct oa_statx, stx_dio_offset_align) == 0x9c,
+	      "stx_dio_offset_align");
+static_assert(offsetof(struct oa_statx, stx_subvol) == 0xa0, "stx_subvol");
+static_assert(offsetof(struct oa_statx, stx_atomic_write_unit_min) == 0xa8,
+	      "stx_atomic_write_unit_min");
+static_assert(offsetof(struct oa_statx, stx_atomic_write_unit_max) == 0xac,
+	      "stx_atomic_write_unit_max");
+static_assert(offsetof(struct oa_statx, stx_atomic_write_segments_max) == 0xb0,
+	      "stx_atomic_write_segments_max");
+static_assert(sizeof(struct oa_statx) == 0x100, "struct statx");
+
+/* ---- XFS range exchange (fs/xfs/libxfs/xfs_fs.h, Linux 6.10+) ---- */
+
+struct oa_xfs_exchange_range {
+	__s32 file1_fd;
+	__u32 pad;             /* must be zero */
+	__u64 file1_offset;
+	__u64 file2_offset;
+	__u64 length;
+	__u64 flags;           /* XFS_EXCHANGE_RANGE_* */
+};
+
+static_assert(offsetof(struct oa_xfs_exchange_range, file1_offset) == 8,
+	      "file1_offset");
+static_assert(offsetof(struct oa_xfs_exchange_range, flags) == 32, "flags");
+static_assert(sizeof(struct oa_xfs_exchange_range) == 40,
+	      "struct xfs_exchange_range");
+
+/* _IOW, not _IOWR: changed before 6.10 final (the kernel only reads it). */
+#define OA_XFS_IOC_EXCHANGE_RANGE \
+	_IOW('X', 129, struct oa_xfs_exchange_range)
+
+/* ---- file system names ---- */
+
+static const struct {
+	uint32_t magic;
+	const char *name;
+} fs_names[] = {
+	{ 0xEF53,     "ext4" },     /* ext2, ext3 and ext4 share it */
+	{ 0x58465342, "xfs" },
+	{ 0x9123683E, "btrfs" },
+	{ 0x01021994, "tmpfs" },
+	{ 0x794c7630, "overlayfs" },
+	{ 0x6969,     "nfs" },
+	{ 0xF2F52010, "f2fs" },
+	{ 0x2FC12FC1, "zfs" },
+	{ 0x65735546, "fuse" },
+	{ 0xca451a4e, "bcachefs" },
+	{ 0x858458f6, "ramfs" },
+	{ 0x4d44,     "vfat" },
+	{ 0x2011BAB0, "exfat" },
+	{ 0xFF534D42, "cifs" },
+	{ 0xFE534D42, "smb2" },
+	{ 0x01021997, "9p" },
+	{ 0x00c36400, "ceph" },
+	{ 0x01161970, "gfs2" },
+	{ 0x7461636f, "ocfs2" },
+	{ 0xE0F5E1E2, "erofs" },
+	{ 0x73717368, "squashfs" },
+};
+
+static void fs_name(unsigned long magic, char out[16])
+{
+	for (size_t i = 0; i < sizeof(fs_names) / sizeof(fs_names[0]); i++)
+		if ((unsigned long)fs_names[i].magic == magic) {
+			snprintf(out, 16, "%s", fs_names[i].name);
+			return;
+		}
+	snprintf(out, 16, "0x%lx", magic);
+}
+
+/* ---- probes ---- */
+
+/* A probe's outcome: it worked, it cannot work here, or it could not be
+ * told (no scratch file, out of space...): then nothing is cached. */
+enum { P_UNKNOWN = -1, P_NO = 0, P_YES = 1 };
+
+struct probe {
+	int reflink, exchange, rwf_atomic;      /* P_* */
+	/* what the kernel reported for a scratch file opened O_DIRECT */
+	uint32_t awu_min, awu_max, awu_segs;
+};
+
+/* Errors that say something about this moment, not about the file system. */
+static int transient(int e)
+{
+	switch (e) {
+	case ENOSPC: case EDQUOT: case ENOMEM: case EIO: case EINTR:
+	case EAGAIN: case EACCES: case EPERM: case EROFS: case EMFILE:
+	case ENFILE: case EBUSY: case ETXTBSY:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int outcome(int ok)
+{
+	if (ok)
+		return P_YES;
+	return transient(errno) ? P_UNKNOWN : P_NO;
+}
+
+static int scratch_open(int dirfd, int extra)
+{
+	return oa_xopenat(dirfd, ".", O_TMPFILE | O_RDWR | O_EXCL | extra,
+			  0600);
+}
+
+/* A table installed by a test may leave out what it does not simulate. */
+static int oa_statx_fd(int fd, unsigned mask, struct oa_statx *sx)
+{
+	memset(sx, 0, sizeof(*sx));
+	if (!oa_sys->statx) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return oa_sys->statx(fd, "", AT_EMPTY_PATH, mask, sx);
+}
+
+static int do_ioctl(int fd, unsigned long req, void *arg)
+{
+	if (!oa_sys->ioctl) {
+		errno = ENOTTY;
+		return -1;
+	}
+	return oa_sys->ioctl(fd, req, arg);
+}
+
+/* Write BLK bytes of BUF at 0; 0 or -1 (errno). */
+static int write_block(int fd, const void *buf, size_t blk)
+{
+	ssize_t r;
+	do
+		r = oa_sys->pwrite(fd, buf, blk, 0);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -1;
+	if ((size_t)r != blk) {
+		errno = ENOSPC;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * reflink: clone one block of A into B.  exchange: swap that block of the
+ * two (B holding the clone, as the exchange method would use it, or its own
+ * copy if cloning does not work here).
+ */
+static void probe_clone_exchange(int dirfd, size_t blk, struct probe *p)
+{
+	struct file_clone_range fcr = { .src_length = blk };
+	struct oa_xfs_exchange_range xr = { .length = blk };
+	unsigned char *buf;
+	int a, b;
+
+	p->reflink = p->exchange = P_UNKNOWN;
+	buf = malloc(blk);
+	if (!buf)
+		return;
+	memset(buf, 0x5a, blk);
+
+	a = scratch_open(dirfd, 0);
+	if (a < 0) {
+		/* no O_TMPFILE here: neither can be tried, report 0 */
+		if (!transient(errno))
+			p->reflink = p->exchange = P_NO;
+		free(buf);
+		return;
+	}
+	b = scratch_open(dirfd, 0);
+	if (b < 0 || write_block(a, buf, blk) < 0)
+		goto out;
+
+	fcr.src_fd = a;
+	p->reflink = outcome(do_ioctl(b, FICLONERANGE, &fcr) == 0);
+
+	if (p->reflink != P_YES) {
+		memset(buf, 0xa5, blk);
+		if (write_block(b, buf, blk) < 0)
+			goto out;
+	}
+	xr.file1_fd = a;
+	p->exchange = outcome(do_ioctl(b, OA_XFS_IOC_EXCHANGE_RANGE, &xr) == 0);
+out:
+	oa_xclose(b);
+	oa_xclose(a);
+	free(buf);
+}
+
+/*
+ * rwf_atomic: one RWF_ATOMIC direct write of the smallest atomic unit at 0
+ * of a scratch file.  UNIT is the file's unit (0: use what the kernel
+ * reports for the scratch file).
+ */
+static void probe_rwf_atomic(int dirfd, uint32_t unit, uint32_t mem_align,
+			     struct probe *p)
+{
+	struct oa_statx sx;
+	struct iovec iov;
+	void *buf = NULL;
+	ssize_t r;
+	int fd;
+
+	p->rwf_atomic = P_UNKNOWN;
+	fd = scratch_open(dirfd, O_DIRECT);
+	if (fd < 0) {
+		if (!transient(errno))
+			p->rwf_atomic = P_NO;  /* no O_TMPFILE or no O_DIRECT */
+		return;
+	}
+	if (oa_statx_fd(fd, STATX_DIOALIGN | STATX_WRITE_ATOMIC, &sx) == 0) {
+		if (sx.stx_mask & STATX_WRITE_ATOMIC) {
+			p->awu_min = sx.stx_atomic_write_unit_min;
+			p->awu_max = sx.stx_atomic_write_unit_max;
+			p->awu_segs = sx.stx_atomic_write_segments_max;
+		}
+		if ((sx.stx_mask & STATX_DIOALIGN) &&
+		    sx.stx_dio_mem_align > mem_align)
+			mem_align = sx.stx_dio_mem_align;
+	}
+	if (unit == 0)
+		unit = p->awu_min;
+	/* the kernel takes only a power of two; nothing to try without one */
+	if (unit == 0 || (unit & (unit - 1)) != 0 || unit > (1u << 30)) {
+		p->rwf_atomic = P_NO;
+		goto out;
+	}
+	if (mem_align < 4096)
+		mem_align = 4096;
+	if (posix_memalign(&buf, mem_align, unit) != 0) {
+		buf = NULL;
+		goto out;
+	}
+	memset(buf, 0x3c, unit);
+
+	iov.iov_base = buf;
+	iov.iov_len = unit;
+	if (!oa_sys->pwritev2) {
+		errno = ENOSYS;
+		r = -1;
+	} else {
+		do
+			r = oa_sys->pwritev2(fd, &iov, 1, 0, RWF_ATOMIC);
+		while (r < 0 && errno == EINTR);
+	}
+	if (r >= 0)
+		p->rwf_atomic = (size_t)r == unit ? P_YES : P_NO;
+	else
+		p->rwf_atomic = outcome(0);
+out:
+	oa_xclose(fd);
+	free(buf);
+}
+
+/* ---- the cache: one entry per file system seen ---- */
+
+/*
+ * A file system is known by its device number; a device number can be
+ * reused by the next file system mounted (loop devices, anonymous devices
+ * of tmpfs), so the key also holds its f_fsid and, where statx tells, the
+ * mount's ID (STATX_MNT_ID_UNIQUE is never reused, Linux 6.8+).
+ */
+struct fs_key {
+	dev_t dev;
+	unsigned long type;
+	fsid_t fsid;
+	uint32_t mnt_mask;   /* STATX_MNT_ID, STATX_MNT_ID_UNIQUE or 0 */
+	uint64_t mnt_id;
+};
+
+#define CACHE_SLOTS 16
+
+static struct {
+	bool used;
+	struct fs_key key;
+	struct probe p;
+} cache[CACHE_SLOTS];
+static unsigned cache_next;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool key_eq(const struct fs_key *a, const struct fs_key *b)
+{
+	return a->dev == b->dev && a->type == b->type &&
+	       memcmp(&a->fsid, &b->fsid, sizeof(a->fsid)) == 0 &&
+	       a->mnt_mask == b->mnt_mask && a->mnt_id == b->mnt_id;
+}
+
+static bool cache_get(const struct fs_key *k, struct probe *p)
+{
+	bool hit = false;
+	pthread_mutex_lock(&cache_lock);
+	for (unsigned i = 0; i < CACHE_SLOTS; i++)
+		if (cache[i].used && key_eq(&cache[i].key, k)) {
+			*p = cache[i].p;
+			hit = true;
+			break;
+		}
+	pthread_mutex_unlock(&cache_lock);
+	return hit;
+}
+
+static void cache_put(const struct fs_key *k, const struct probe *p)
+{
+	pthread_mutex_lock(&cache_lock);
+	for (unsigned i = 0; i < CACHE_SLOTS; i++)
+		if (cache[i].used && key_eq(&cache[i].key, k)) {
+			pthread_mutex_unlock(&cache_lock);
+			return;        /* another thread probed meanwhile */
+		}
+	unsigned i = cache_next++ % CACHE_SLOTS;
+	cache[i].used = true;
+	cache[i].key = *k;
+	cache[i].p = *p;
+	pthread_mutex_unlock(&cache_lock);
+}
+
+/*
+ * The probes for the file system of the file.  Scratch files go in the
+ * journal directory when it is on that file system, else in the file's own
+ * directory; a probe that cannot be run reports 0 and is not cached.
+ */
+static void probes(struct oa_file *f, const struct fs_key *k, size_t blk,
+		   uint32_t awu_min, uint32_t mem_align, struct probe *p)
+{
+	struct stat st;
+	int dirfd = -1;
+
+	if (cache_get(k, p))
+		return;
+
+	memset(p, 0, sizeof(*p));
+	p->reflink = p->exchange = p->rwf_atomic = P_UNKNOWN;
+	if (f->dfd >= 0 && oa_xfstat(f->dfd, &st) == 0 && st.st_dev == k->dev)
+		dirfd = f->dfd;
+	else if (f->tdirfd >= 0 && oa_xfstat(f->tdirfd, &st) == 0 &&
+		 st.st_dev == k->dev)
+		dirfd = f->tdirfd;
+	if (dirfd >= 0) {
+		probe_clone_exchange(dirfd, blk, p);
+		probe_rwf_atomic(dirfd, awu_min, mem_align, p);
+	}
+	if (p->reflink != P_UNKNOWN && p->exchange != P_UNKNOWN &&
+	    p->rwf_atomic != P_UNKNOWN)
+		cache_put(k, p);
+}
+
+/* ---- oa_ioinfo ---- */
+
+int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
+{
+	struct oa_ioinfo io;
+	struct statfs sfs;
+	struct oa_statx sx;
+	struct stat st;
+	struct fs_key key;
+	struct probe p;
+	size_t given, n;
+	int e;
+
+	if (!f) {
+		errno = EBADF;
+		return -1;
+	}
+	if (!info || info->size < offsetof(struct oa_ioinfo, method) +
+				  sizeof(int)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (f->latched) {
+		errno = EIO;
+		return -1;
+	}
+	given = info->size;
+
+	memset(&io, 0, sizeof(io));
+	io.size = given;
+	io.method = f->opt.method == OA_METHOD_AUTO ? OA_METHOD_JOURNAL
+						    : f->opt.method;
+
+	/* file system */
+	if (oa_sys->fstatfs(f->tfd, &sfs) < 0 || oa_xfstat(f->tfd, &st) < 0)
+		return -1;
+	io.fs_magic = (unsigned long)sfs.f_type;
+	fs_name(io.fs_magic, io.fs_name);
+	io.block_size = sfs.f_bsize > 0 && (uint64_t)sfs.f_bsize <= UINT32_MAX
+			? (uint32_t)sfs.f_bsize : 0;
+
+	/* direct I/O alignment and atomic write units of the file */
+	memset(&key, 0, sizeof(key));
+	if (oa_statx_fd(f->tfd, STATX_DIOALIGN | STATX_WRITE_ATOMIC |
+			STATX_MNT_ID | STATX_MNT_ID_UNIQUE, &sx) == 0) {
+		if (sx.stx_mask & STATX_DIOALIGN) {
+			io.dio_mem_align = sx.stx_dio_mem_align;
+			io.dio_offset_align = sx.stx_dio_offset_align;
+		}
+		if (sx.stx_mask & STATX_WRITE_ATOMIC) {
+			io.atomic_write_unit_min = sx.stx_atomic_write_unit_min;
+			io.atomic_write_unit_max = sx.stx_atomic_write_unit_max;
+			io.atomic_write_segments_max =
+				sx.stx_atomic_write_segments_max;
+		}
+		key.mnt_mask = sx.stx_mask & (STATX_MNT_ID | STATX_MNT_ID_UNIQUE);
+		if (key.mnt_mask)
+			key.mnt_id = sx.stx_mnt_id;
+	} else {
+		e = errno;
+		/* no statx (old kernel, seccomp): report what we cannot see
+		 * as 0; anything else is a real failure */
+		if (e != ENOSYS && e != EINVAL && e != EOPNOTSUPP && e != EPERM)
+			return -1;
+	}
+
+	/* what was seen to work */
+	key.dev = st.st_dev;
+	key.type = io.fs_magic;
+	key.fsid = sfs.f_fsid;
+	size_t blk = io.block_size;
+	if (blk < 512 || blk > (1u << 20) || (blk & (blk - 1)) != 0)
+		blk = 4096;
+	probes(f, &key, blk, io.atomic_write_unit_min, io.dio_mem_align, &p);
+	io.reflink = p.reflink == P_YES;
+	io.exchange = p.exchange == P_YES;
+	io.rwf_atomic = p.rwf_atomic == P_YES;
+
+	/* largest transaction: free space of the journal's file system less
+	 * a reserve of 1/64, capped by the handle's option */
+	if (oa_sys->fstatfs(f->dfd, &sfs) < 0)
+		return -1;
+	uint64_t bsize = sfs.f_bsize > 0 ? (uint64_t)sfs.f_bsize : 0;
+	uint64_t avail = (uint64_t)sfs.f_bavail;
+	uint64_t bytes = bsize && avail > UINT64_MAX / bsize ? UINT64_MAX
+							     : avail * bsize;
+	bytes -= bytes / 64;
+	if (f->opt.max_txn_bytes && bytes > f->opt.max_txn_bytes)
+		bytes = f->opt.max_txn_bytes;
+	io.max_txn_bytes = bytes;
+
+	n = given < sizeof(io) ? given : sizeof(io);
+	memcpy(info, &io, n);
+	return 0;
+}

@@ -1,0 +1,309 @@
+/*
+ * conf_concurrency.c - many handles, threads and processes on one file.
+ *
+ *  1. Threads (each with its own handle) and forked processes commit
+ *     concurrently; every transaction writes its stamp into several ranges.
+ *     No deadlock (the test has its own alarm), each writer reads its own
+ *     writes before committing, every read shows one transaction throughout,
+ *     and the final file is the last transaction's stamp everywhere.
+ *  2. A process stopped (SIGSTOP) or killed (SIGKILL) while it holds pending
+ *     data never blocks the others: they keep committing, and its pending
+ *     data never shows.
+ *  3. A process killed in the middle of its commit (kill points 1-4) while
+ *     other handles are open: those handles still see one transaction
+ *     throughout, their next commits work, and a commit that was durable
+ *     (points 2-4) is not lost by later commits of others.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#define NRANGES    6
+#define RANGE_LEN  4096
+#define RANGE_GAP  (32 << 10)
+#define FILE_LEN   (NRANGES * RANGE_GAP)
+#define NTHREADS   4
+#define NPROCS     3
+#define NTX        60
+#define STAMP(id, seq) (0x43430000000000ull | ((uint64_t)(id) << 24) | \
+			(uint64_t)(seq))
+#define STAMP_ID(s)    ((int)(((s) >> 24) & 0xff))
+#define STAMP_SEQ(s)   ((int)((s) & 0xffffff))
+
+static const char *path;
+
+/* One read of all ranges through F: all one stamp.  Returns it. */
+static uint64_t read_all_ranges(oa_file *f, unsigned char *buf)
+{
+	uint64_t s;
+	int i;
+
+	tu_oa_pread(f, buf, FILE_LEN, 0);
+	s = tu_get_stamp(buf);
+	for (i = 0; i < NRANGES; i++)
+		CHECKF(tu_is_stamp(buf + (size_t)i * RANGE_GAP, RANGE_LEN, s),
+		       "torn: range 0 has %#llx, range %d has %#llx",
+		       (unsigned long long)s, i,
+		       (unsigned long long)tu_get_stamp(buf + (size_t)i * RANGE_GAP));
+	return s;
+}
+
+static void write_ranges(oa_file *f, uint64_t stamp, int reverse)
+{
+	unsigned char b[RANGE_LEN];
+	int i;
+
+	tu_fill_stamp(b, sizeof(b), stamp);
+	for (i = 0; i < NRANGES; i++) {
+		int r = reverse ? NRANGES - 1 - i : i;
+
+		tu_oa_pwrite(f, b, sizeof(b), (off_t)r * RANGE_GAP);
+	}
+}
+
+/* ---- 1. concurrent committers -------------------------------------------- */
+
+static void writer(int id)
+{
+	unsigned char *buf = tu_malloc(FILE_LEN);
+	oa_file *f = tu_oa_open(path, O_RDWR, 0);
+	int seq;
+
+	for (seq = 1; seq <= NTX; seq++) {
+		uint64_t s = STAMP(id, seq), seen;
+
+		write_ranges(f, s, (seq + id) & 1);
+		CHECK_EQ(read_all_ranges(f, buf), s);   /* read own writes */
+		CHECK_OK(oa_commit(f));
+		/* After the commit: ours, or a later one of somebody else. */
+		seen = read_all_ranges(f, buf);
+		CHECK(STAMP_ID(seen) < NTHREADS + NPROCS);
+		if (seq % 10 == 0) {
+			/* Reopen now and then: recovery and open race too. */
+			CHECK_OK(oa_close(f));
+			f = tu_oa_open(path, O_RDWR, 0);
+		}
+	}
+	CHECK_OK(oa_close(f));
+	free(buf);
+}
+
+static void *writer_thread(void *arg)
+{
+	writer((int)(intptr_t)arg);
+	return NULL;
+}
+
+static int writer_proc(void *arg)
+{
+	writer((int)(intptr_t)arg);
+	return 0;
+}
+
+static void test_concurrent_commits(void)
+{
+	unsigned char *buf = tu_malloc(FILE_LEN);
+	pthread_t th[NTHREADS];
+	pid_t pid[NPROCS];
+	size_t n;
+	uint64_t s;
+	double t0 = tu_now();
+	int i;
+
+	path = tu_path("conc");
+	tu_fill_stamp(buf, FILE_LEN, STAMP(0xff, 0));
+	tu_write_file(path, buf, FILE_LEN, 0644);
+
+	for (i = 0; i < NPROCS; i++)
+		pid[i] = tu_fork(writer_proc, (void *)(intptr_t)(NTHREADS + i));
+	for (i = 0; i < NTHREADS; i++)
+		CHECK_OK(pthread_create(&th[i], NULL, writer_thread,
+					(void *)(intptr_t)i));
+	for (i = 0; i < NTHREADS; i++)
+		CHECK_OK(pthread_join(th[i], NULL));
+	for (i = 0; i < NPROCS; i++)
+		CHECK_CHILD_OK(tu_wait(pid[i]));
+	tu_note("%d commits by %d threads and %d processes in %.1fs",
+		(NTHREADS + NPROCS) * NTX, NTHREADS, NPROCS, tu_now() - t0);
+
+	/* The file is one writer's last transaction throughout. */
+	free(buf);
+	buf = tu_read_file(path, &n);
+	CHECK_EQ(n, FILE_LEN);
+	s = tu_get_stamp(buf);
+	for (i = 0; i < NRANGES; i++)
+		CHECKF(tu_is_stamp(buf + (size_t)i * RANGE_GAP, RANGE_LEN, s),
+		       "final file torn at range %d", i);
+	CHECKF(STAMP_ID(s) < NTHREADS + NPROCS && STAMP_SEQ(s) == NTX,
+	       "final stamp %#llx is not a last transaction",
+	       (unsigned long long)s);
+	free(buf);
+}
+
+/* ---- 2. stopped and killed holders of pending data --------------------------- */
+
+static int ready_pipe[2];
+
+static int hold_pending(void *arg)
+{
+	oa_file *f = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *big = tu_malloc(4 << 20);
+	char c = 'r';
+
+	(void)arg;
+	/* A big pending transaction and the stamp everywhere. */
+	tu_fill(big, 4 << 20, 99, 0);
+	tu_oa_pwrite(f, big, 4 << 20, FILE_LEN);
+	write_ranges(f, STAMP(0x77, 1), 0);
+	CHECK_EQ(write(ready_pipe[1], &c, 1), 1);
+	for (;;)
+		pause();
+}
+
+static void commit_n(oa_file *f, int id, int n, unsigned char *buf)
+{
+	int i;
+
+	for (i = 1; i <= n; i++) {
+		write_ranges(f, STAMP(id, i), i & 1);
+		CHECK_OK(oa_commit(f));
+		CHECK_EQ(read_all_ranges(f, buf), STAMP(id, i));
+	}
+}
+
+static void test_stopped_and_killed(void)
+{
+	unsigned char *buf = tu_malloc(FILE_LEN);
+	oa_file *f, *g;
+	pid_t pid;
+	char c;
+	double t0;
+
+	path = tu_path("holder");
+	tu_fill_stamp(buf, FILE_LEN, STAMP(0, 0));
+	tu_write_file(path, buf, FILE_LEN, 0644);
+	CHECK_OK(pipe(ready_pipe));
+	pid = tu_fork(hold_pending, NULL);
+	CHECK_EQ(read(ready_pipe[0], &c, 1), 1);
+
+	/* Stopped while holding pending data: the others go on. */
+	CHECK_OK(kill(pid, SIGSTOP));
+	t0 = tu_now();
+	f = tu_oa_open(path, O_RDWR, 0);
+	commit_n(f, 1, 20, buf);
+	g = tu_oa_open(path, O_RDWR, 0);
+	commit_n(g, 2, 5, buf);
+	CHECK_OK(oa_close(g));
+	CHECKF(tu_now() - t0 < 30, "commits took %.1fs next to a stopped "
+	       "holder", tu_now() - t0);
+
+	/* Killed: still nothing of it shows, the others go on. */
+	CHECK_OK(kill(pid, SIGKILL));
+	{
+		int st = tu_wait(pid);
+
+		CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	}
+	CHECK_EQ(read_all_ranges(f, buf), STAMP(2, 5));
+	commit_n(f, 3, 20, buf);
+	g = tu_oa_open(path, O_RDWR, 0);
+	commit_n(g, 4, 5, buf);
+	CHECK_OK(oa_close(g));
+	CHECK_OK(oa_close(f));
+	CHECK_OK(oa_recover(path));
+	CHECK_EQ(tu_file_size(path), FILE_LEN);
+	free(buf);
+	buf = tu_read_file(path, &(size_t){0});
+	CHECK(tu_is_stamp(buf, RANGE_LEN, STAMP(4, 5)));
+	CHECK(tu_is_stamp(buf + (NRANGES - 1) * RANGE_GAP, RANGE_LEN,
+			  STAMP(4, 5)));
+	free(buf);
+	close(ready_pipe[0]);
+	close(ready_pipe[1]);
+}
+
+/* ---- 3. killed in the middle of a commit, others open ---------------------------- */
+
+static void write_child_stamp(oa_file *f, void *arg)
+{
+	write_ranges(f, *(uint64_t *)arg, 1);
+}
+
+static void test_killed_mid_commit(int point)
+{
+	unsigned char *buf = tu_malloc(FILE_LEN);
+	uint64_t s_old = STAMP(0x10, point), s_child = STAMP(0x20, point);
+	uint64_t s_mine = STAMP(0x30, point), seen, rest;
+	oa_file *w, *r;
+	size_t n;
+	int i, hit;
+
+	path = tu_path("midcommit%d", point);
+	tu_fill_stamp(buf, FILE_LEN, s_old);
+	tu_write_file(path, buf, FILE_LEN, 0644);
+	w = tu_oa_open(path, O_RDWR, 0);
+	r = tu_oa_open(path, O_RDONLY, 0);
+
+	hit = tu_crash_commit(path, point, write_child_stamp, &s_child);
+	CHECKF(hit, "kill point %d was not hit", point);
+
+	/* The open reader sees one of the two states, whole. */
+	seen = read_all_ranges(r, buf);
+	CHECKF(seen == s_old || seen == s_child,
+	       "kill point %d: reader sees %#llx", point,
+	       (unsigned long long)seen);
+	if (point >= 2)
+		tu_note("kill point %d: open reader sees the %s state", point,
+			seen == s_child ? "new" : "old");
+
+	/* Another handle commits range 0 only. */
+	{
+		unsigned char b[RANGE_LEN];
+
+		tu_fill_stamp(b, sizeof(b), s_mine);
+		tu_oa_pwrite(w, b, sizeof(b), 0);
+		CHECK_OK(oa_commit(w));
+	}
+	tu_oa_pread(r, buf, FILE_LEN, 0);
+	CHECK(tu_is_stamp(buf, RANGE_LEN, s_mine));
+	rest = tu_get_stamp(buf + RANGE_GAP);
+	for (i = 1; i < NRANGES; i++)
+		CHECKF(tu_is_stamp(buf + (size_t)i * RANGE_GAP, RANGE_LEN, rest),
+		       "kill point %d: after another commit, range %d differs "
+		       "from range 1", point, i);
+	if (point >= 2)
+		CHECKF(rest == s_child, "kill point %d: the dead process's "
+		       "durable commit was lost (ranges show %#llx)", point,
+		       (unsigned long long)rest);
+	else
+		CHECK(rest == s_old || rest == s_child);
+
+	CHECK_OK(oa_close(r));
+	CHECK_OK(oa_close(w));
+	CHECK_OK(oa_recover(path));
+	free(buf);
+	buf = tu_read_file(path, &n);
+	CHECK_EQ(n, FILE_LEN);
+	CHECK(tu_is_stamp(buf, RANGE_LEN, s_mine));
+	for (i = 1; i < NRANGES; i++)
+		CHECKF(tu_is_stamp(buf + (size_t)i * RANGE_GAP, RANGE_LEN, rest),
+		       "kill point %d: the file's range %d is not %#llx", point,
+		       i, (unsigned long long)rest);
+	free(buf);
+}
+
+int main(void)
+{
+	int p;
+
+	tu_alarm(150);
+	test_concurrent_commits();
+	test_stopped_and_killed();
+	for (p = 1; p <= 4; p++)
+		test_killed_mid_commit(p);
+	return 0;
+}

@@ -1,0 +1,225 @@
+#!/bin/bash
+# powercut.sh - real-kernel power cuts of oatomic on ext4 and XFS.
+# timeout: 900
+#
+# For each file system: a loop-mounted image; CUTS times: start the torture
+# writer on a file in it (its acks go to a file OUTSIDE the mount, fdatasync'd
+# after each), wait for the first ack, wait a random 0-300 ms (or until a
+# big transaction of several MiB is in flight), then FS_IOC_SHUTDOWN with
+# NOLOGFLUSH (nothing more reaches the disk: a power cut as far as the file
+# system is concerned), SIGKILL the writer, umount, mount again (log
+# replay), recover, and check that the file is exactly the state after the
+# last durable ack or the next transaction.  Recovery twice must not change
+# anything.
+#
+# Needs root, loop devices, mkfs.ext4 / mkfs.xfs; skips (77) otherwise.
+# Environment: POWERCUT_CUTS (default 100 per file system), POWERCUT_FS
+# (default "ext4 xfs"), POWERCUT_SEED, POWERCUT_WRITER (see below),
+# OA_TEST_DIR, BUILD.
+#
+# Note: the loop device passes every write the file system issued to the
+# image, so this models a cut of the file system (lost: whatever it had not
+# written yet, including its log), not a drive that loses its volatile cache.
+
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${BUILD:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+T=$build/tests/torture
+tool=$build/oatomic
+
+skip() { echo "SKIP: $*"; exit 77; }
+
+[ "$(id -u)" = 0 ] || skip "needs root (mount, losetup)"
+[ -x "$T" ] || { echo "powercut: $T not built"; exit 1; }
+for c in losetup mount umount; do
+	command -v $c >/dev/null || skip "no $c"
+done
+[ -e /dev/loop-control ] || modprobe loop 2>/dev/null
+[ -e /dev/loop-control ] || skip "no loop devices (/dev/loop-control)"
+
+CUTS=${POWERCUT_CUTS:-100}
+# POWERCUT_WRITER=good|torn|lost: run a writer of torture.c's own instead of
+# the library, to see the harness catch a broken one (torn, lost: expect
+# violations; good: none).
+MUTANT=${POWERCUT_WRITER:-}
+[ "$MUTANT" = lib ] && MUTANT=
+SEED=${POWERCUT_SEED:-$(( ($(date +%s%N) / 1000) % 1000000000 ))}
+FSLIST=${POWERCUT_FS:-ext4 xfs}
+
+if [ -n "${OA_TEST_DIR:-}" ]; then
+	W=$OA_TEST_DIR/powercut
+	mkdir -p "$W"
+else
+	W=$(mktemp -d /tmp/oa-powercut.XXXXXX)
+fi
+
+LOOP=
+MNT=
+WPID=
+cleanup() {
+	if [ -n "$WPID" ]; then kill -9 "$WPID" 2>/dev/null; wait "$WPID" 2>/dev/null; fi
+	WPID=
+	if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
+		umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	fi
+	MNT=
+	if [ -n "$LOOP" ]; then losetup -d "$LOOP" 2>/dev/null; fi
+	LOOP=
+}
+trap 'cleanup' EXIT
+trap 'cleanup; exit 1' INT TERM HUP
+
+# sleep_ms N
+sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
+
+# wait_for FILE PID TENTHS: until FILE is non-empty; 1 if PID died or timeout
+wait_for() {
+	local n=0
+	while [ ! -s "$1" ]; do
+		kill -0 "$2" 2>/dev/null || [ -s "$1" ] || return 1
+		n=$((n + 1))
+		[ $n -le $(($3 * 10)) ] || return 1
+		sleep 0.01
+	done
+	return 0
+}
+
+violations_total=0
+ran=0
+
+# run_fs FS: returns 0, 1 on a violation or failure, 77 when FS cannot be had
+run_fs() {
+	local fs=$1 img=$W/$1.img mnt=$W/mnt-$1 size mkfs
+	case $fs in
+	ext4) size=256M; mkfs="mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0" ;;
+	xfs)  size=512M; mkfs="mkfs.xfs -q -f" ;;   # xfsprogs >= 5.19 wants > 300 MB
+	*) echo "powercut: unknown fs $fs"; return 1 ;;
+	esac
+	command -v "${mkfs%% *}" >/dev/null || { echo "$fs: skipped: no ${mkfs%% *}"; return 77; }
+	grep -qw "$fs" /proc/filesystems || modprobe "$fs" 2>/dev/null
+	grep -qw "$fs" /proc/filesystems || { echo "$fs: skipped: kernel has no $fs"; return 77; }
+
+	rm -f "$img"
+	truncate -s $size "$img" || return 1
+	$mkfs "$img" || { echo "$fs: mkfs failed"; return 1; }
+	LOOP=$(losetup -f --show "$img" 2>&1) || { echo "$fs: skipped: losetup: $LOOP"; LOOP=; return 77; }
+	mkdir -p "$mnt"
+	mount "$LOOP" "$mnt" || { echo "$fs: skipped: cannot mount $LOOP"; return 77; }
+	MNT=$mnt
+
+	local file=$mnt/f ack=$W/$fs.ack big=$W/$fs.big model=$W/$fs.model
+	local log=$W/$fs.log start=0 ok=0 viol=0 i inflight=0 bigcuts=0 commits=0
+	local fseed=$((SEED + ${#fs}))
+	local t0=$(date +%s)
+	"$T" model-init "$model" $fseed || return 1
+	: > "$log"
+	RANDOM=$fseed
+
+	for ((i = 1; i <= CUTS; i++)); do
+		rm -f "$ack" "$big"
+		local usebig=$((RANDOM % 4 == 0)) delay
+		local wargs=(cut "$file" $fseed "$ack" --start $start)
+		[ -n "$MUTANT" ] && wargs=(mutant "$MUTANT" "$file" $fseed --ack-file "$ack" --start $start)
+		[ $usebig = 1 ] && wargs+=(--big-flag "$big")
+		"$T" "${wargs[@]}" >>"$log" 2>&1 &
+		WPID=$!
+		if ! wait_for "$ack" $WPID 30; then
+			echo "$fs: cut $i: the writer made no commit (seed $fseed, start $start):"
+			tail -5 "$log"
+			return 1
+		fi
+		if [ $usebig = 1 ] && wait_for "$big" $WPID 10; then
+			delay=$((RANDOM % 40))
+			bigcuts=$((bigcuts + 1))
+		else
+			delay=$((RANDOM % 301))
+		fi
+		sleep_ms $delay
+		local sd
+		sd=$("$T" shutdown "$mnt" 2>&1)
+		case $? in
+		0) ;;
+		77) echo "$fs: skipped: $sd"; return 77 ;;
+		*) echo "$fs: shutdown failed: $sd"; return 1 ;;
+		esac
+		kill -9 $WPID 2>/dev/null
+		wait $WPID 2>/dev/null
+		WPID=
+		local n
+		for n in 1 2 3 4 5; do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
+		if mountpoint -q "$mnt"; then echo "$fs: cut $i: umount failed"; return 1; fi
+		MNT=
+		if ! mount "$LOOP" "$mnt"; then
+			echo "$fs: cut $i: mount after the cut failed (log replay)"
+			dmesg | tail -20
+			return 1
+		fi
+		MNT=$mnt
+
+		local out h1 h2 rec2=("$T" recover)
+		[ -x "$tool" ] && rec2=("$tool" recover)
+		if ! out=$("$T" recover "$file" 2>&1); then
+			echo "$fs: cut $i: VIOLATION: recovery failed: $out (seed $fseed, start $start, acks $(wc -l < "$ack"))"
+			viol=$((viol + 1)); break
+		fi
+		h1=$(sha256sum < "$file")
+		if ! out=$("${rec2[@]}" "$file" 2>&1); then
+			echo "$fs: cut $i: VIOLATION: second recovery (${rec2[0]##*/}) failed: $out"
+			viol=$((viol + 1)); break
+		fi
+		h2=$(sha256sum < "$file")
+		if [ "$h1" != "$h2" ]; then
+			echo "$fs: cut $i: VIOLATION: the second recovery changed the file (seed $fseed, start $start)"
+			viol=$((viol + 1)); break
+		fi
+		if ! out=$("$T" verify "$file" $fseed "$ack" "$model" 2>&1); then
+			echo "$fs: cut $i: $out"
+			echo "$fs: cut $i: seed $fseed, writer started at txn $start, delay ${delay} ms, big=$usebig"
+			local keep=$W/fail-$fs-$i
+			mkdir -p "$keep" && cp -a "$mnt"/. "$keep"/ && cp "$ack" "$model" "$keep"/ &&
+				echo "$fs: file, journals, acks and model kept in $keep"
+			viol=$((viol + 1)); break
+		fi
+		# state=K acked=A start=S acks=N acked|in-flight
+		local st=${out#state=}; st=${st%% *}
+		case $out in *in-flight*) inflight=$((inflight + 1)) ;; esac
+		commits=$((commits + $(wc -l < "$ack")))
+		start=$st
+		ok=$((ok + 1))
+	done
+
+	umount "$mnt" 2>/dev/null && MNT=
+	case $fs in
+	ext4) e2fsck -fn "$LOOP" >/dev/null 2>&1 || echo "$fs: note: e2fsck -fn reports problems in the image (kernel, not oatomic)" ;;
+	xfs)  command -v xfs_repair >/dev/null && { xfs_repair -n "$LOOP" >/dev/null 2>&1 || echo "$fs: note: xfs_repair -n reports problems in the image (kernel, not oatomic)"; } ;;
+	esac
+	cleanup
+	local secs=$(( $(date +%s) - t0 ))
+	echo "$fs: cuts=$((ok + viol)) ok=$ok violations=$viol (seed $fseed, ${secs}s, commits $commits, in-flight commit survived $inflight, cuts during a big transaction $bigcuts, final txn $start)"
+	violations_total=$((violations_total + viol))
+	[ $viol = 0 ] && [ $ok = "$CUTS" ] || return 1
+	rm -f "$img" "$ack" "$big" "$model" "$log"
+	return 0
+}
+
+rc=0
+echo "powercut: seed $SEED, $CUTS cuts per file system, in $W${MUTANT:+, writer: mutant $MUTANT}"
+for fs in $FSLIST; do
+	run_fs "$fs"
+	r=$?
+	cleanup
+	case $r in
+	0) ran=$((ran + 1)) ;;
+	77) ;;
+	*) rc=1 ;;
+	esac
+done
+if [ $rc = 0 ] && [ $ran = 0 ]; then
+	echo "SKIP: no file system could be tested"
+	exit 77
+fi
+[ -z "${OA_TEST_DIR:-}" ] && [ $rc = 0 ] && rm -rf "$W"
+exit $rc

@@ -1,0 +1,1334 @@
+/*
+ * torture.c - crash torture of oatomic: SIGKILL at random instants (and at
+ * the library's kill points inside the commit protocol), and the helpers of
+ * tests/powercut.sh (real power cuts with FS_IOC_SHUTDOWN on loop devices).
+ *
+ * A writer runs the deterministic transaction sequence of a seed (see
+ * torture_common.h) on one file and acknowledges every commit that returned
+ * 0.  After the crash, recovery runs, and the file must be exactly the state
+ * after the last acknowledged transaction, or after the next committed one
+ * (the one that may have been in flight).  Anything else is a violation:
+ * "lost" when the file is the state before the acknowledged commit, "torn"
+ * otherwise.
+ *
+ * Modes (run with no arguments: the self-test, then `kill`):
+ *
+ *   torture kill [--kills N] [--seed S] [--dir D] [--no-selftest] [-v]
+ *       N from $TORTURE_KILLS, else 1000; D from $OA_TEST_DIR.
+ *   torture selftest [--rounds N]
+ *       The kill torture against deliberately broken writers of our own: it
+ *       must see their violations (and none from a correct one).
+ *   torture writer FILE SEED [--start K] [--ack-fd FD | --ack-file PATH]
+ *                  [--big-flag PATH] [--killpoint P [--kill-after J]]
+ *                  [--max-txns N]
+ *       Run transactions K+1, K+2, ... (K: the transaction the file is at).
+ *       Acks: 8-byte numbers to FD; or lines to PATH, fdatasync'd each (put
+ *       it on another file system than FILE for power cuts); else lines on
+ *       standard output.  --big-flag: write the number of each big
+ *       transaction to PATH as it starts.  --killpoint: oa__set_killpoint(P)
+ *       before the commit that follows J successful ones.
+ *   torture cut FILE SEED ACKFILE [writer options]   (writer --ack-file)
+ *   torture mutant good|torn|lost FILE SEED [writer options]
+ *   torture recover FILE...                          oa_recover each
+ *   torture shutdown MOUNTPOINT                      FS_IOC_SHUTDOWN, NOLOGFLUSH
+ *   torture model-init MODEL                         the model of state 0
+ *   torture verify FILE SEED ACKFILE MODEL           check FILE, advance MODEL
+ *   torture state FILE SEED K                        write state K to FILE
+ *
+ * Exit status: 0 pass, 1 violation / failure, 77 skip; writers: 2 a library
+ * call failed, 3 the library read back something else than was written.
+ *
+ * For tests/run (1000 kills take well under this):
+ * timeout: 600
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "oatomic.h"
+#include "torture_common.h"
+
+/* From oatomic-private.h (declared here to stay independent of that
+ * header's other contents). */
+void oa__set_killpoint(int point);
+
+#ifndef FS_IOC_SHUTDOWN
+#define FS_IOC_SHUTDOWN _IOR('X', 125, uint32_t)
+#endif
+#define TORT_SHUTDOWN_NOLOGFLUSH 2u
+
+static char self_exe[PATH_MAX];
+
+static void die_errno(int code, const char *what, const char *file)
+{
+	fprintf(stderr, "torture: %s %s: %s\n", what, file ? file : "",
+		strerror(errno));
+	exit(code);
+}
+
+static uint64_t parse_u64(const char *s, const char *what)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s || *end) {
+		fprintf(stderr, "torture: bad %s: %s\n", what, s);
+		exit(1);
+	}
+	return v;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* ---- the writers -------------------------------------------------------- */
+
+struct wopts {
+	const char *file;
+	uint64_t seed;
+	uint64_t start;
+	int ack_fd;             /* -1: none */
+	const char *ack_file;
+	const char *big_flag;
+	int killpoint;
+	uint64_t kill_after;
+	uint64_t max_txns;      /* 0: forever */
+};
+
+struct acker {
+	int fd;
+	int binary;
+	int sync;
+};
+
+static void ack_open(struct acker *a, const struct wopts *o)
+{
+	a->sync = 0;
+	a->binary = 0;
+	if (o->ack_fd >= 0) {
+		a->fd = o->ack_fd;
+		a->binary = 1;
+	} else if (o->ack_file) {
+		a->fd = open(o->ack_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+			     0644);
+		if (a->fd < 0)
+			die_errno(2, "open ack file", o->ack_file);
+		a->sync = 1;
+	} else {
+		a->fd = 1;
+	}
+}
+
+static void ack_send(struct acker *a, uint64_t k)
+{
+	int r;
+
+	if (a->binary) {
+		r = write_all(a->fd, &k, sizeof(k));
+	} else {
+		char line[32];
+		int n = snprintf(line, sizeof(line), "%" PRIu64 "\n", k);
+		r = write_all(a->fd, line, (size_t)n);
+	}
+	if (r < 0)
+		die_errno(2, "write ack", NULL);
+	if (a->sync && fdatasync(a->fd) < 0)
+		die_errno(2, "fdatasync ack file", NULL);
+}
+
+static void big_flag(const char *path, uint64_t k)
+{
+	if (!path)
+		return;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	dprintf(fd, "%" PRIu64 "\n", k);
+	close(fd);
+}
+
+static oa_file *w_open(const char *file)
+{
+	oa_file *f = oa_open(file, O_RDWR | O_CREAT, 0644);
+	if (!f)
+		die_errno(2, "oa_open", file);
+	return f;
+}
+
+static uint64_t w_size(oa_file *f, const char *file)
+{
+	struct stat st;
+	if (oa_fstat(f, &st) < 0)
+		die_errno(2, "oa_fstat", file);
+	return (uint64_t)st.st_size;
+}
+
+static void w_write(oa_file *f, const struct wopts *o, const struct tort_plan *p,
+		    const struct tort_op *op, uint8_t *buf, uint8_t *rb)
+{
+	ssize_t n;
+
+	tort_fill(buf, op->len, op->dseed);
+	if (op->vec && op->len >= 3) {
+		/* two cuts at places derived from the data seed */
+		uint64_t c1 = 1 + tort_mix(op->dseed) % (op->len - 1);
+		uint64_t c2 = 1 + tort_mix(op->dseed + 1) % (op->len - 1);
+		if (c1 > c2) {
+			uint64_t t = c1;
+			c1 = c2;
+			c2 = t;
+		}
+		struct iovec iov[3] = {
+			{ buf, (size_t)c1 },
+			{ buf + c1, (size_t)(c2 - c1) },
+			{ buf + c2, (size_t)(op->len - c2) },
+		};
+		n = oa_pwritev(f, iov, 3, (off_t)op->off);
+	} else {
+		n = oa_pwrite(f, buf, (size_t)op->len, (off_t)op->off);
+	}
+	if (n < 0)
+		die_errno(2, "oa_pwrite", o->file);
+	if ((uint64_t)n != op->len) {
+		fprintf(stderr, "torture: oa_pwrite %s: txn %" PRIu64
+			" returned %zd of %" PRIu64 "\n", o->file, p->k, n, op->len);
+		exit(2);
+	}
+	if (p->check) {
+		n = oa_pread(f, rb, (size_t)op->len, (off_t)op->off);
+		if (n < 0)
+			die_errno(2, "oa_pread", o->file);
+		if ((uint64_t)n != op->len || memcmp(rb, buf, (size_t)op->len)) {
+			int64_t d = tort_first_diff(rb, (uint64_t)n, buf, op->len);
+			fprintf(stderr, "torture: read-your-writes: %s seed %" PRIu64
+				" txn %" PRIu64 ": oa_pread(%" PRIu64 ", %" PRIu64
+				") got %zd bytes, first difference at +%" PRId64 "\n",
+				o->file, o->seed, p->k, op->off, op->len, n, d);
+			exit(3);
+		}
+	}
+}
+
+static int run_writer(const struct wopts *o)
+{
+	struct acker a;
+	struct tort_plan p;
+	uint8_t *buf = malloc(TORT_BIGLEN), *rb = malloc(TORT_BIGLEN);
+	uint64_t commits = 0;
+
+	if (!buf || !rb)
+		die_errno(2, "malloc", NULL);
+	ack_open(&a, o);
+	oa_file *f = w_open(o->file);
+	uint64_t size = w_size(f, o->file);
+
+	for (uint64_t k = o->start + 1;
+	     !o->max_txns || k <= o->start + o->max_txns; k++) {
+		tort_plan(o->seed, k, &p);
+		if (p.big)
+			big_flag(o->big_flag, k);
+		uint64_t size0 = size;
+		for (int i = 0; i < p.nops; i++) {
+			const struct tort_op *op = &p.ops[i];
+			if (op->kind == TORT_WRITE) {
+				w_write(f, o, &p, op, buf, rb);
+				if (op->off + op->len > size)
+					size = op->off + op->len;
+			} else {
+				if (oa_ftruncate(f, (off_t)op->len) < 0)
+					die_errno(2, "oa_ftruncate", o->file);
+				size = op->len;
+			}
+		}
+		if (p.check && w_size(f, o->file) != size) {
+			fprintf(stderr, "torture: %s seed %" PRIu64 " txn %" PRIu64
+				": oa_fstat size %" PRIu64 ", expected %" PRIu64 "\n",
+				o->file, o->seed, k, w_size(f, o->file), size);
+			exit(3);
+		}
+		if (p.aborted) {
+			if (oa_abort(f) < 0)
+				die_errno(2, "oa_abort", o->file);
+			size = size0;
+			if (p.check && w_size(f, o->file) != size) {
+				fprintf(stderr, "torture: %s seed %" PRIu64 " txn %"
+					PRIu64 ": after oa_abort size %" PRIu64
+					", expected %" PRIu64 "\n", o->file, o->seed,
+					k, w_size(f, o->file), size);
+				exit(3);
+			}
+			continue;
+		}
+		if (o->killpoint && commits == o->kill_after)
+			oa__set_killpoint(o->killpoint);
+		if (oa_commit(f) < 0)
+			die_errno(2, "oa_commit", o->file);
+		commits++;
+		ack_send(&a, k);
+		/* points 5 and 6 are in the checkpoint, which the last close
+		 * does: close after every commit once they are armed */
+		if (p.reopen || (o->killpoint >= 5 && commits > o->kill_after)) {
+			if (oa_close(f) < 0)
+				die_errno(2, "oa_close", o->file);
+			f = w_open(o->file);
+			if (w_size(f, o->file) != size) {
+				fprintf(stderr, "torture: %s seed %" PRIu64 " txn %"
+					PRIu64 ": size after reopen %" PRIu64
+					", expected %" PRIu64 "\n", o->file, o->seed,
+					k, w_size(f, o->file), size);
+				exit(3);
+			}
+		}
+	}
+	if (oa_close(f) < 0)
+		die_errno(2, "oa_close", o->file);
+	free(buf);
+	free(rb);
+	return 0;
+}
+
+static int dirfd_sync(const char *file)
+{
+	char d[PATH_MAX];
+	snprintf(d, sizeof(d), "%s", file);
+	char *slash = strrchr(d, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(d, sizeof(d), ".");
+	int fd = open(*d ? d : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int r = fsync(fd);
+	close(fd);
+	return r;
+}
+
+/*
+ * Writers that are not the library, to show the verifier works:
+ *   good  every commit writes the whole new content to a temporary file and
+ *         renames it over FILE: atomic, so no violation may be reported
+ *         (with --ack-file it also flushes the file and the directory, so
+ *         it survives power cuts too);
+ *   torn  writes in place with no protection (a kill tears transactions);
+ *   lost  acknowledges a transaction before writing it.
+ * --killpoint makes them die at their own worst moment in the transaction
+ * after --kill-after commits: good between writing the temporary file and
+ * the rename, torn after op P of the transaction, lost right after the ack.
+ */
+static int run_mutant(const char *kind, const struct wopts *o)
+{
+	struct acker a;
+	struct tort_plan p;
+	struct tort_model cur, work;
+	char tmp[PATH_MAX];
+	uint64_t commits = 0;
+	int good = !strcmp(kind, "good"), lost = !strcmp(kind, "lost");
+	int fd = -1;
+
+	if (!good && !lost && strcmp(kind, "torn")) {
+		fprintf(stderr, "torture: unknown mutant %s\n", kind);
+		return 1;
+	}
+	ack_open(&a, o);
+	if (good) {
+		snprintf(tmp, sizeof(tmp), "%s.mutant-tmp", o->file);
+		unlink(tmp);
+		if (tort_model_init(&cur) || tort_model_init(&work))
+			die_errno(2, "malloc", NULL);
+		int64_t r = tort_read_file(o->file, cur.buf, TORT_CAP, &cur.size);
+		if (r == -1 && errno == ENOENT)
+			cur.size = 0;
+		else if (r < 0)
+			die_errno(2, "read", o->file);
+		tort_model_copy(&work, &cur);
+	} else {
+		fd = open(o->file, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			die_errno(2, "open", o->file);
+	}
+	uint8_t *buf = malloc(TORT_BIGLEN);
+	if (!buf)
+		die_errno(2, "malloc", NULL);
+
+	for (uint64_t k = o->start + 1;
+	     !o->max_txns || k <= o->start + o->max_txns; k++) {
+		tort_plan(o->seed, k, &p);
+		if (p.aborted)
+			continue;
+		if (p.big)
+			big_flag(o->big_flag, k);
+		/* torn waits for a transaction of two operations or more */
+		int armed = o->killpoint && commits >= o->kill_after &&
+			    (good || lost || p.nops >= 2);
+		if (good) {
+			tort_model_apply(&work, &p);
+			int t = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+				     0644);
+			if (t < 0 || write_all(t, work.buf, (size_t)work.size) < 0)
+				die_errno(2, "write", tmp);
+			/* for power cuts (acks to a file): make it durable */
+			if (a.sync && fdatasync(t) < 0)
+				die_errno(2, "fdatasync", tmp);
+			close(t);
+			if (armed)
+				raise(SIGKILL);
+			if (rename(tmp, o->file) < 0)
+				die_errno(2, "rename", tmp);
+			if (a.sync && dirfd_sync(o->file) < 0)
+				die_errno(2, "fsync directory of", o->file);
+			tort_model_copy(&cur, &work);
+			ack_send(&a, k);
+		} else {
+			if (lost) {
+				ack_send(&a, k);
+				if (armed)
+					raise(SIGKILL);
+			}
+			int die_after = o->killpoint < p.nops ? o->killpoint
+							      : p.nops - 1;
+			for (int i = 0; i < p.nops; i++) {
+				const struct tort_op *op = &p.ops[i];
+				if (op->kind == TORT_WRITE) {
+					tort_fill(buf, op->len, op->dseed);
+					if (pwrite(fd, buf, (size_t)op->len,
+						   (off_t)op->off) != (ssize_t)op->len)
+						die_errno(2, "pwrite", o->file);
+				} else if (ftruncate(fd, (off_t)op->len) < 0) {
+					die_errno(2, "ftruncate", o->file);
+				}
+				if (armed && i + 1 == die_after)
+					raise(SIGKILL);
+			}
+			if (!lost)
+				ack_send(&a, k);
+		}
+		commits++;
+	}
+	free(buf);
+	return 0;
+}
+
+/* Writer options after the positional arguments; ARGV[I..] */
+static void parse_wopts(struct wopts *o, int argc, char **argv, int i)
+{
+	for (; i < argc; i += 2) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v) {
+			fprintf(stderr, "torture: %s needs a value\n", a);
+			exit(1);
+		}
+		if (!strcmp(a, "--start"))
+			o->start = parse_u64(v, a);
+		else if (!strcmp(a, "--ack-fd"))
+			o->ack_fd = (int)parse_u64(v, a);
+		else if (!strcmp(a, "--ack-file"))
+			o->ack_file = v;
+		else if (!strcmp(a, "--big-flag"))
+			o->big_flag = v;
+		else if (!strcmp(a, "--killpoint"))
+			o->killpoint = (int)parse_u64(v, a);
+		else if (!strcmp(a, "--kill-after"))
+			o->kill_after = parse_u64(v, a);
+		else if (!strcmp(a, "--max-txns"))
+			o->max_txns = parse_u64(v, a);
+		else {
+			fprintf(stderr, "torture: unknown option %s\n", a);
+			exit(1);
+		}
+	}
+}
+
+/* ---- the verifier ------------------------------------------------------- */
+
+enum { V_A, V_B, V_LOST, V_TORN };
+static const char *const vname[] = { "ok", "ok (in-flight commit)", "LOST",
+				     "TORN" };
+
+struct verifier {
+	uint64_t seed;
+	struct tort_model m;    /* the state the file is at: k0, then A */
+	struct tort_model p;    /* the state before A */
+	struct tort_model b;    /* the state after the next commit */
+	uint8_t *act;           /* the file as read */
+	uint64_t act_size;
+	uint8_t *act2;          /* again, after the second recovery */
+	uint64_t act2_size;
+	uint64_t k0, a, nb;
+	int have_p;
+	int missing;
+	int oversize;
+};
+
+static void verifier_init(struct verifier *v, uint64_t seed)
+{
+	memset(v, 0, sizeof(*v));
+	v->seed = seed;
+	if (tort_model_init(&v->m) || tort_model_init(&v->p) ||
+	    tort_model_init(&v->b) || !(v->act = malloc(TORT_CAP)) ||
+	    !(v->act2 = malloc(TORT_CAP)))
+		die_errno(1, "malloc", NULL);
+}
+
+static void verifier_free(struct verifier *v)
+{
+	tort_model_free(&v->m);
+	tort_model_free(&v->p);
+	tort_model_free(&v->b);
+	free(v->act);
+	free(v->act2);
+}
+
+/* Check the acks (increasing, committed, after k0).  Returns 0 or -1. */
+static int check_acks(const struct verifier *v, const uint64_t *acks, size_t n)
+{
+	uint64_t prev = v->m.k;
+	struct tort_plan p;
+
+	for (size_t i = 0; i < n; i++) {
+		if (acks[i] <= prev) {
+			fprintf(stderr, "torture: ack %" PRIu64 " after %" PRIu64
+				"\n", acks[i], prev);
+			return -1;
+		}
+		tort_plan(v->seed, acks[i], &p);
+		if (p.aborted) {
+			fprintf(stderr, "torture: ack of aborted txn %" PRIu64 "\n",
+				acks[i]);
+			return -1;
+		}
+		prev = acks[i];
+	}
+	return 0;
+}
+
+/* Read FILE into v->act (or act2). */
+static int read_actual(struct verifier *v, const char *file, int second)
+{
+	uint8_t *buf = second ? v->act2 : v->act;
+	uint64_t *size = second ? &v->act2_size : &v->act_size;
+	int64_t r = tort_read_file(file, buf, TORT_CAP, size);
+
+	v->missing = v->oversize = 0;
+	if (r == -1 && errno == ENOENT) {
+		v->missing = 1;
+		*size = 0;
+		return 0;
+	}
+	if (r == -2) {
+		v->oversize = 1;
+		return 0;
+	}
+	if (r < 0) {
+		fprintf(stderr, "torture: read %s: %s\n", file, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int matches(const struct verifier *v, const struct tort_model *m)
+{
+	return !v->oversize && v->act_size == m->size &&
+	       !memcmp(v->act, m->buf, (size_t)m->size);
+}
+
+/*
+ * v->m is the state after v->m.k.  A is the last acked transaction (k0 when
+ * none).  Classify v->act; afterwards v->m is A, v->b the state after the
+ * next commit NB, v->p the state before A (if have_p).
+ */
+static int classify(struct verifier *v, uint64_t a)
+{
+	struct tort_plan pl;
+
+	v->k0 = v->m.k;
+	v->a = a;
+	v->have_p = 0;
+	if (a > v->k0) {
+		tort_model_advance(&v->m, v->seed, v->k0 + 1, a - 1);
+		tort_model_copy(&v->p, &v->m);
+		v->have_p = 1;
+		tort_plan(v->seed, a, &pl);
+		tort_model_apply(&v->m, &pl);
+	}
+	v->nb = tort_next_commit(v->seed, a);
+	tort_model_copy(&v->b, &v->m);
+	tort_plan(v->seed, v->nb, &pl);
+	tort_model_apply(&v->b, &pl);
+
+	if (v->missing)
+		return a == 0 ? V_A : V_TORN;
+	if (matches(v, &v->m))
+		return V_A;
+	if (matches(v, &v->b))
+		return V_B;
+	if (v->have_p && matches(v, &v->p) &&
+	    tort_first_diff(v->p.buf, v->p.size, v->m.buf, v->m.size) >= 0)
+		return V_LOST;
+	return V_TORN;
+}
+
+/* Make v->m the state the file was found in. */
+static void settle(struct verifier *v, int cls)
+{
+	if (cls == V_B) {
+		struct tort_model t = v->m;
+		v->m = v->b;
+		v->b = t;
+	}
+}
+
+static void hexdump8(FILE *out, const char *label, const uint8_t *buf,
+		     uint64_t size, int64_t off)
+{
+	fprintf(out, "    %s:", label);
+	for (int64_t i = off; i < off + 8; i++) {
+		if (i >= 0 && (uint64_t)i < size)
+			fprintf(out, " %02x", buf[i]);
+		else
+			fprintf(out, " --");
+	}
+	fputc('\n', out);
+}
+
+static void describe(FILE *out, const struct verifier *v)
+{
+	struct tort_plan pl;
+	const struct tort_model *cand[3] = { &v->m, &v->b, v->have_p ? &v->p : NULL };
+	const char *cname[3] = { "acked", "next", "before-acked" };
+
+	if (v->missing)
+		fprintf(out, "  file is missing\n");
+	else if (v->oversize)
+		fprintf(out, "  file has size %" PRIu64 ", larger than any state\n",
+			v->act_size);
+	else
+		fprintf(out, "  file: size %" PRIu64 "\n", v->act_size);
+	for (int c = 0; c < 3; c++) {
+		const struct tort_model *m = cand[c];
+		if (!m)
+			continue;
+		int64_t d = v->oversize ? 0 : tort_first_diff(v->act, v->act_size,
+							      m->buf, m->size);
+		fprintf(out, "  %s state (after txn %" PRIu64 "): size %" PRIu64
+			", first difference at %" PRId64 "\n", cname[c], m->k,
+			m->size, d);
+		if (d >= 0 && !v->oversize) {
+			hexdump8(out, "file    ", v->act, v->act_size, d);
+			hexdump8(out, "expected", m->buf, m->size, d);
+		}
+	}
+	for (uint64_t k = v->a + 1; k <= v->nb; k++) {
+		tort_plan(v->seed, k, &pl);
+		fprintf(out, "  txn %" PRIu64 "%s%s: %d ops\n", k,
+			pl.aborted ? " (aborted)" : "", pl.big ? " (big)" : "",
+			pl.nops);
+		for (int i = 0; i < pl.nops; i++) {
+			const struct tort_op *o = &pl.ops[i];
+			if (o->kind == TORT_WRITE)
+				fprintf(out, "    pwrite%s off %" PRIu64 " len %" PRIu64
+					" (end %" PRIu64 ")\n", o->vec ? "v" : "",
+					o->off, o->len, o->off + o->len);
+			else
+				fprintf(out, "    ftruncate %" PRIu64 "\n", o->len);
+		}
+	}
+}
+
+/* ---- the kill torture ----------------------------------------------------- */
+
+struct kcfg {
+	const char *dir;
+	uint64_t seed;
+	long rounds;
+	const char *mutant;     /* NULL: the library */
+	int verbose;
+};
+
+struct kres {
+	long rounds, commits, ok_a, ok_b, torn, lost, kp_rounds, kp_hits;
+	long zero_delay;
+	long kp_hit_at[8], kp_tried_at[8];
+	uint64_t final_k;
+};
+
+static int round_failed(const struct kcfg *c, long round, const char *file,
+			const char *fmt, const char *detail)
+{
+	fprintf(stderr, "torture kill: round %ld (seed %" PRIu64 "): %s %s\n",
+		round, c->seed, fmt, detail ? detail : "");
+	fprintf(stderr, "  file kept: %s (and its journals beside it)\n", file);
+	return 1;
+}
+
+/*
+ * The kill loop.  Library mode: stops at the first violation and returns 1.
+ * Mutant mode: counts violations in *R and returns 0 unless the harness
+ * itself failed.
+ */
+static int kill_loop(const struct kcfg *c, struct kres *r)
+{
+	char file[PATH_MAX];
+	struct verifier v;
+	uint64_t *acks = NULL;
+	size_t acks_cap = 0;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(file, sizeof(file), "%s/torture-%s.dat", c->dir,
+		 c->mutant ? c->mutant : "kill");
+	verifier_init(&v, c->seed);
+
+	for (long round = 0; round < c->rounds; round++) {
+		struct tort_rng rr = tort_rng_make(c->seed ^ 0x6b696c6cULL,
+						   (uint64_t)round);
+		int use_kp = tort_below(&rr, 3) == 0;
+		if (c->mutant)
+			use_kp = round % 2 == 0;
+		int kp = 1 + (int)tort_below(&rr, 6);
+		uint64_t kafter = tort_below(&rr, 4);
+		uint64_t delay;
+		switch (tort_below(&rr, 20)) {
+		case 0:
+			delay = 0;
+			break;
+		case 1: case 2: case 3:
+			delay = tort_below(&rr, 1000);
+			break;
+		case 4: case 5:
+			delay = 1000 + tort_below(&rr, 4000);
+			break;
+		default:
+			delay = tort_below(&rr, 30001);
+			break;
+		}
+		if (use_kp)
+			delay = 300000;   /* until it dies, or 0.3 s */
+		else if (delay == 0)
+			r->zero_delay++;
+		uint64_t k0 = v.m.k;
+
+		int pfd[2];
+		if (pipe2(pfd, O_CLOEXEC) < 0)
+			die_errno(1, "pipe", NULL);
+		char s_seed[32], s_start[32], s_fd[16], s_kp[16], s_ka[32];
+		snprintf(s_seed, sizeof(s_seed), "%" PRIu64, c->seed);
+		snprintf(s_start, sizeof(s_start), "%" PRIu64, k0);
+		snprintf(s_fd, sizeof(s_fd), "%d", pfd[1]);
+		snprintf(s_kp, sizeof(s_kp), "%d", kp);
+		snprintf(s_ka, sizeof(s_ka), "%" PRIu64, kafter);
+		char *argv[20];
+		int n = 0;
+		argv[n++] = self_exe;
+		if (c->mutant) {
+			argv[n++] = (char *)"mutant";
+			argv[n++] = (char *)c->mutant;
+		} else {
+			argv[n++] = (char *)"writer";
+		}
+		argv[n++] = file;
+		argv[n++] = s_seed;
+		argv[n++] = (char *)"--start";
+		argv[n++] = s_start;
+		argv[n++] = (char *)"--ack-fd";
+		argv[n++] = s_fd;
+		if (use_kp) {
+			argv[n++] = (char *)"--killpoint";
+			argv[n++] = s_kp;
+			argv[n++] = (char *)"--kill-after";
+			argv[n++] = s_ka;
+		}
+		argv[n] = NULL;
+
+		pid_t pid = fork();
+		if (pid < 0)
+			die_errno(1, "fork", NULL);
+		if (pid == 0) {
+			fcntl(pfd[1], F_SETFD, 0);
+			execv(self_exe, argv);
+			_exit(127);
+		}
+		close(pfd[1]);
+
+		size_t nacks = 0;
+		int eof = 0, sent = 0, died_first = 0;
+		uint64_t t0 = tort_now_us(), deadline = t0 + delay;
+		char part[8];
+		size_t partn = 0;
+		for (;;) {
+			uint64_t now = tort_now_us();
+			if (!sent && now >= deadline) {
+				kill(pid, SIGKILL);
+				sent = 1;
+			}
+			if (eof)
+				break;
+			int tmo = sent ? -1 : (int)((deadline - now + 999) / 1000);
+			struct pollfd pf = { pfd[0], POLLIN, 0 };
+			int pr = poll(&pf, 1, tmo);
+			if (pr < 0 && errno != EINTR)
+				die_errno(1, "poll", NULL);
+			if (pr <= 0)
+				continue;
+			char rbuf[4096];
+			ssize_t got = read(pfd[0], rbuf, sizeof(rbuf));
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0) {
+				eof = 1;
+				died_first = !sent;
+				continue;
+			}
+			for (ssize_t i = 0; i < got; i++) {
+				part[partn++] = rbuf[i];
+				if (partn < 8)
+					continue;
+				partn = 0;
+				if (nacks == acks_cap) {
+					acks_cap = acks_cap ? 2 * acks_cap : 256;
+					acks = realloc(acks, acks_cap * sizeof(*acks));
+					if (!acks)
+						die_errno(1, "realloc", NULL);
+				}
+				memcpy(&acks[nacks++], part, 8);
+			}
+		}
+		close(pfd[0]);
+		int st;
+		while (waitpid(pid, &st, 0) < 0)
+			if (errno != EINTR)
+				die_errno(1, "waitpid", NULL);
+		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
+			char d[64];
+			snprintf(d, sizeof(d), "(status 0x%x, start %" PRIu64 ")",
+				 st, k0);
+			verifier_free(&v);
+			free(acks);
+			return round_failed(c, round, file,
+					    "the writer did not die by SIGKILL", d);
+		}
+		r->rounds++;
+		if (use_kp) {
+			r->kp_rounds++;
+			/* died of its own SIGKILL before the deadline */
+			if (died_first) {
+				r->kp_hits++;
+				r->kp_hit_at[kp]++;
+			}
+			r->kp_tried_at[kp]++;
+		}
+		if (check_acks(&v, acks, nacks) < 0) {
+			verifier_free(&v);
+			free(acks);
+			return round_failed(c, round, file, "bad acks", NULL);
+		}
+		r->commits += (long)nacks;
+		uint64_t a = nacks ? acks[nacks - 1] : k0;
+
+		/* recover, read, check */
+		if (!c->mutant && oa_recover(file) < 0 &&
+		    !(errno == ENOENT && a == 0)) {
+			char d[128];
+			snprintf(d, sizeof(d), "%s (start %" PRIu64 ", acked %" PRIu64
+				 ")", strerror(errno), k0, a);
+			verifier_free(&v);
+			free(acks);
+			return round_failed(c, round, file, "oa_recover failed:", d);
+		}
+		if (read_actual(&v, file, 0) < 0) {
+			verifier_free(&v);
+			free(acks);
+			return 1;
+		}
+		int cls = classify(&v, a);
+		if (c->verbose)
+			fprintf(stderr, "round %ld: start %" PRIu64 " acked %" PRIu64
+				" (%zu) next %" PRIu64 " %s%s delay %" PRIu64 "us:"
+				" %s\n", round, k0, a, nacks, v.nb,
+				use_kp ? "killpoint " : "", use_kp ? s_kp : "",
+				delay, vname[cls]);
+		if (cls == V_TORN || cls == V_LOST) {
+			if (cls == V_TORN)
+				r->torn++;
+			else
+				r->lost++;
+			if (c->mutant) {
+				/* carry on from what the mutant left: make the
+				 * file the acked state again */
+				int fd = open(file, O_WRONLY | O_TRUNC | O_CLOEXEC);
+				if (fd < 0 || write_all(fd, v.m.buf,
+							(size_t)v.m.size) < 0)
+					die_errno(1, "rewrite", file);
+				close(fd);
+				continue;
+			}
+			fprintf(stderr, "torture kill: VIOLATION (%s) in round %ld, "
+				"seed %" PRIu64 ": writer started at txn %" PRIu64
+				", last acked txn %" PRIu64 ", next commit %" PRIu64
+				", %s\n", vname[cls], round, c->seed, k0, a, v.nb,
+				use_kp ? "killpoint round" : "timed kill");
+			fprintf(stderr, "  writer: %s writer %s %s --start %s "
+				"--ack-fd N%s%s%s%s (delay %" PRIu64 " us)\n",
+				self_exe, file, s_seed, s_start,
+				use_kp ? " --killpoint " : "", use_kp ? s_kp : "",
+				use_kp ? " --kill-after " : "", use_kp ? s_ka : "",
+				delay);
+			describe(stderr, &v);
+			fprintf(stderr, "  repro: %s state F %s %s && %s writer F %s "
+				"--start %s%s%s%s%s, then kill and oa_recover F\n",
+				self_exe, s_seed, s_start, self_exe, s_seed, s_start,
+				use_kp ? " --killpoint " : "", use_kp ? s_kp : "",
+				use_kp ? " --kill-after " : "", use_kp ? s_ka : "");
+			fprintf(stderr, "  file kept: %s\n", file);
+			verifier_free(&v);
+			free(acks);
+			return 1;
+		}
+		if (cls == V_A)
+			r->ok_a++;
+		else
+			r->ok_b++;
+
+		if (!c->mutant) {
+			/* recovery is idempotent */
+			if (oa_recover(file) < 0 && !(errno == ENOENT && v.missing)) {
+				verifier_free(&v);
+				free(acks);
+				return round_failed(c, round, file,
+						    "second oa_recover failed:",
+						    strerror(errno));
+			}
+			if (read_actual(&v, file, 1) < 0) {
+				verifier_free(&v);
+				free(acks);
+				return 1;
+			}
+			if (v.act2_size != v.act_size ||
+			    memcmp(v.act, v.act2, (size_t)v.act_size)) {
+				fprintf(stderr, "torture kill: round %ld seed %"
+					PRIu64 ": the second oa_recover changed "
+					"the file: size %" PRIu64 " -> %" PRIu64
+					", first difference at %" PRId64 "\n",
+					round, c->seed, v.act_size, v.act2_size,
+					tort_first_diff(v.act, v.act_size, v.act2,
+							v.act2_size));
+				verifier_free(&v);
+				free(acks);
+				return 1;
+			}
+		}
+		settle(&v, cls);
+	}
+	r->final_k = v.m.k;
+	verifier_free(&v);
+	free(acks);
+	return 0;
+}
+
+static const char *test_dir(char *buf, size_t n)
+{
+	const char *d = getenv("OA_TEST_DIR");
+	if (d && *d)
+		return d;
+	snprintf(buf, n, "/tmp/oa-torture-XXXXXX");
+	if (!mkdtemp(buf))
+		die_errno(1, "mkdtemp", buf);
+	return buf;
+}
+
+/* Remove the torture file of a loop and whatever the library left beside
+ * it (.NAME.oa, .NAME.oaj-K, mutant temporaries). */
+static void clean_files(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/%s.mutant-tmp", dir, name);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/.%s.oa", dir, name);
+	unlink(p);
+	for (int k = 0; k < 64; k++) {
+		snprintf(p, sizeof(p), "%s/.%s.oaj-%d", dir, name, k);
+		unlink(p);
+	}
+}
+
+static int selftest(const char *dir, uint64_t seed, long rounds)
+{
+	static const char *const kinds[] = { "good", "torn", "lost" };
+	int bad = 0;
+
+	for (int i = 0; i < 3; i++) {
+		struct kcfg c = { dir, seed + (uint64_t)i, rounds, kinds[i], 0 };
+		struct kres r;
+		char name[64];
+		snprintf(name, sizeof(name), "torture-%s.dat", kinds[i]);
+		clean_files(dir, name);
+		uint64_t t0 = tort_now_us();
+		if (kill_loop(&c, &r))
+			return 1;
+		int ok = i == 0 ? r.torn + r.lost == 0
+			: i == 1 ? r.torn > 0 : r.lost > 0;
+		printf("selftest %s writer: rounds=%ld commits=%ld torn=%ld "
+		       "lost=%ld (%.1fs): %s\n", kinds[i], r.rounds, r.commits,
+		       r.torn, r.lost, (tort_now_us() - t0) / 1e6,
+		       ok ? (i ? "violations detected, as they must be"
+			       : "no false alarm")
+			  : "WRONG: the verifier is broken");
+		if (!ok)
+			bad = 1;
+		clean_files(dir, name);
+	}
+	return bad;
+}
+
+static uint64_t default_seed(void)
+{
+	const char *s = getenv("TORTURE_SEED");
+	if (s && *s)
+		return parse_u64(s, "TORTURE_SEED");
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return tort_mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+			(uint64_t)getpid()) % 1000000000ULL;
+}
+
+static int cmd_kill(int argc, char **argv, int i)
+{
+	char tbuf[64];
+	struct kcfg c = { NULL, default_seed(), 1000, NULL, 0 };
+	int do_selftest = 1;
+	const char *e = getenv("TORTURE_KILLS");
+
+	if (e && *e)
+		c.rounds = (long)parse_u64(e, "TORTURE_KILLS");
+	for (; i < argc; i++) {
+		if (!strcmp(argv[i], "--kills") && i + 1 < argc)
+			c.rounds = (long)parse_u64(argv[++i], "--kills");
+		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+			c.seed = parse_u64(argv[++i], "--seed");
+		else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+			c.dir = argv[++i];
+		else if (!strcmp(argv[i], "--no-selftest"))
+			do_selftest = 0;
+		else if (!strcmp(argv[i], "-v"))
+			c.verbose = 1;
+		else {
+			fprintf(stderr, "usage: torture kill [--kills N] [--seed S] "
+				"[--dir D] [--no-selftest] [-v]\n");
+			return 1;
+		}
+	}
+	if (!c.dir)
+		c.dir = test_dir(tbuf, sizeof(tbuf));
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (do_selftest && selftest(c.dir, c.seed, 8))
+		return 1;
+
+	printf("torture kill: seed %" PRIu64 ", %ld kills, in %s\n", c.seed,
+	       c.rounds, c.dir);
+	clean_files(c.dir, "torture-kill.dat");
+	uint64_t t0 = tort_now_us();
+	struct kres r;
+	int rc = kill_loop(&c, &r);
+	double secs = (tort_now_us() - t0) / 1e6;
+	if (rc) {
+		printf("torture kill: FAILED after %ld kills, seed %" PRIu64 "\n",
+		       r.rounds, c.seed);
+		return 1;
+	}
+	printf("kills=%ld commits=%ld torn=%ld lost=%ld\n", r.rounds, r.commits,
+	       r.torn, r.lost);
+	printf("  (%.1fs; state = acked %ld, in-flight commit survived %ld; "
+	       "zero-delay kills %ld; final txn %" PRIu64 ")\n", secs, r.ok_a,
+	       r.ok_b, r.zero_delay, r.final_k);
+	printf("  killpoint rounds %ld, hit %ld; per point hit/tried:",
+	       r.kp_rounds, r.kp_hits);
+	for (int p = 1; p <= 6; p++)
+		printf(" %d:%ld/%ld", p, r.kp_hit_at[p], r.kp_tried_at[p]);
+	printf("\n");
+	clean_files(c.dir, "torture-kill.dat");
+	return 0;
+}
+
+/* ---- power-cut helpers ------------------------------------------------------ */
+
+struct model_hdr {
+	char magic[8];
+	uint64_t k;
+	uint64_t size;
+	uint64_t seed;
+};
+static const char model_magic[8] = "OATORT1";
+
+static int model_save(const char *path, const struct tort_model *m,
+		      uint64_t seed)
+{
+	char tmp[PATH_MAX];
+	struct model_hdr h;
+
+	memcpy(h.magic, model_magic, 8);
+	h.k = m->k;
+	h.size = m->size;
+	h.seed = seed;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write_all(fd, &h, sizeof(h)) < 0 ||
+	    write_all(fd, m->buf, (size_t)m->size) < 0 || fsync(fd) < 0) {
+		fprintf(stderr, "torture: write %s: %s\n", tmp, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	if (rename(tmp, path) < 0) {
+		fprintf(stderr, "torture: rename %s: %s\n", tmp, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int model_load(const char *path, struct tort_model *m, uint64_t *seed)
+{
+	struct model_hdr h;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    memcmp(h.magic, model_magic, 8) || h.size > TORT_CAP ||
+	    pread(fd, m->buf, (size_t)h.size, sizeof(h)) != (ssize_t)h.size) {
+		fprintf(stderr, "torture: bad model file %s\n", path);
+		return -1;
+	}
+	close(fd);
+	memset(m->buf + h.size, 0, (size_t)(TORT_CAP - h.size));
+	m->size = h.size;
+	m->k = h.k;
+	*seed = h.seed;
+	return 0;
+}
+
+/* The numbers in ACKFILE (one a line).  Returns the count, -1 on error. */
+static long read_ackfile(const char *path, uint64_t **out)
+{
+	FILE *fp = fopen(path, "re");
+	uint64_t *v = NULL;
+	long n = 0, cap = 0;
+	char line[64];
+
+	*out = NULL;
+	if (!fp)
+		return errno == ENOENT ? 0 : -1;
+	while (fgets(line, sizeof(line), fp)) {
+		if (!strchr(line, '\n'))
+			break;          /* a torn last line: not durable */
+		if (n == cap) {
+			cap = cap ? 2 * cap : 256;
+			v = realloc(v, (size_t)cap * sizeof(*v));
+			if (!v)
+				die_errno(1, "realloc", NULL);
+		}
+		v[n++] = strtoull(line, NULL, 10);
+	}
+	fclose(fp);
+	*out = v;
+	return n;
+}
+
+static int cmd_verify(const char *file, uint64_t seed, const char *ackfile,
+		      const char *model)
+{
+	struct verifier v;
+	uint64_t mseed, *acks;
+
+	verifier_init(&v, seed);
+	if (model_load(model, &v.m, &mseed) < 0)
+		return 1;
+	if (mseed != seed) {
+		fprintf(stderr, "torture verify: model %s is of seed %" PRIu64
+			", not %" PRIu64 "\n", model, mseed, seed);
+		return 1;
+	}
+	long n = read_ackfile(ackfile, &acks);
+	if (n < 0) {
+		fprintf(stderr, "torture verify: %s: %s\n", ackfile, strerror(errno));
+		return 1;
+	}
+	if (check_acks(&v, acks, (size_t)n) < 0)
+		return 1;
+	uint64_t k0 = v.m.k, a = n ? acks[n - 1] : k0;
+	if (read_actual(&v, file, 0) < 0)
+		return 1;
+	int cls = classify(&v, a);
+	if (cls == V_TORN || cls == V_LOST) {
+		printf("VIOLATION (%s): %s seed %" PRIu64 ": writer started at txn %"
+		       PRIu64 ", last durable ack %" PRIu64 ", next commit %" PRIu64
+		       "\n", vname[cls], file, seed, k0, a, v.nb);
+		fflush(stdout);
+		describe(stdout, &v);
+		return 1;
+	}
+	settle(&v, cls);
+	if (model_save(model, &v.m, seed) < 0)
+		return 1;
+	printf("state=%" PRIu64 " acked=%" PRIu64 " start=%" PRIu64 " acks=%ld %s\n",
+	       v.m.k, a, k0, n, cls == V_B ? "in-flight" : "acked");
+	free(acks);
+	verifier_free(&v);
+	return 0;
+}
+
+static int cmd_model_init(const char *model, uint64_t seed)
+{
+	struct tort_model m;
+	if (tort_model_init(&m))
+		die_errno(1, "malloc", NULL);
+	int r = model_save(model, &m, seed);
+	tort_model_free(&m);
+	return r < 0;
+}
+
+static int cmd_state(const char *file, uint64_t seed, uint64_t k)
+{
+	struct tort_model m;
+	if (tort_model_init(&m))
+		die_errno(1, "malloc", NULL);
+	tort_model_advance(&m, seed, 1, k);
+	int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write_all(fd, m.buf, (size_t)m.size) < 0 || fsync(fd) < 0)
+		die_errno(1, "write", file);
+	close(fd);
+	printf("%s: state after txn %" PRIu64 " of seed %" PRIu64 ", %" PRIu64
+	       " bytes\n", file, k, seed, m.size);
+	tort_model_free(&m);
+	return 0;
+}
+
+static int cmd_shutdown(const char *mnt)
+{
+	uint32_t flags = TORT_SHUTDOWN_NOLOGFLUSH;
+	int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		die_errno(1, "open", mnt);
+	if (ioctl(fd, FS_IOC_SHUTDOWN, &flags) < 0) {
+		int e = errno;
+		fprintf(stderr, "torture: FS_IOC_SHUTDOWN %s: %s\n", mnt,
+			strerror(e));
+		return e == ENOTTY || e == EOPNOTSUPP ? 77 : 1;
+	}
+	close(fd);
+	return 0;
+}
+
+static int cmd_recover(int argc, char **argv, int i)
+{
+	int rc = 0;
+	for (; i < argc; i++) {
+		if (oa_recover(argv[i]) < 0) {
+			fprintf(stderr, "torture: oa_recover %s: %s\n", argv[i],
+				strerror(errno));
+			rc = 1;
+		}
+	}
+	return rc;
+}
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: torture                        (selftest + kill)\n"
+		"       torture kill [--kills N] [--seed S] [--dir D] [--no-selftest] [-v]\n"
+		"       torture selftest [--rounds N]\n"
+		"       torture writer FILE SEED [--start K] [--ack-fd FD | --ack-file P]\n"
+		"                      [--big-flag P] [--killpoint P [--kill-after J]] [--max-txns N]\n"
+		"       torture cut FILE SEED ACKFILE [writer options]\n"
+		"       torture mutant good|torn|lost FILE SEED [writer options]\n"
+		"       torture recover FILE...\n"
+		"       torture shutdown MOUNTPOINT\n"
+		"       torture model-init MODEL SEED\n"
+		"       torture verify FILE SEED ACKFILE MODEL\n"
+		"       torture state FILE SEED K\n");
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	if (n <= 0)
+		die_errno(1, "readlink /proc/self/exe", NULL);
+	self_exe[n] = 0;
+	signal(SIGPIPE, SIG_IGN);
+
+	if (argc < 2)
+		return cmd_kill(argc, argv, 1);
+	const char *m = argv[1];
+	struct wopts o = { NULL, 0, 0, -1, NULL, NULL, 0, 0, 0 };
+
+	if (!strcmp(m, "kill"))
+		return cmd_kill(argc, argv, 2);
+	if (!strcmp(m, "selftest")) {
+		char tbuf[64];
+		long rounds = 20;
+		if (argc >= 4 && !strcmp(argv[2], "--rounds"))
+			rounds = (long)parse_u64(argv[3], "--rounds");
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		return selftest(test_dir(tbuf, sizeof(tbuf)), default_seed(), rounds);
+	}
+	if (!strcmp(m, "writer") && argc >= 4) {
+		o.file = argv[2];
+		o.seed = parse_u64(argv[3], "seed");
+		parse_wopts(&o, argc, argv, 4);
+		return run_writer(&o);
+	}
+	if (!strcmp(m, "cut") && argc >= 5) {
+		o.file = argv[2];
+		o.seed = parse_u64(argv[3], "seed");
+		o.ack_file = argv[4];
+		parse_wopts(&o, argc, argv, 5);
+		return run_writer(&o);
+	}
+	if (!strcmp(m, "mutant") && argc >= 5) {
+		o.file = argv[3];
+		o.seed = parse_u64(argv[4], "seed");
+		parse_wopts(&o, argc, argv, 5);
+		return run_mutant(argv[2], &o);
+	}
+	if (!strcmp(m, "recover") && argc >= 3)
+		return cmd_recover(argc, argv, 2);
+	if (!strcmp(m, "shutdown") && argc == 3)
+		return cmd_shutdown(argv[2]);
+	if (!strcmp(m, "model-init") && argc == 4)
+		return cmd_model_init(argv[2], parse_u64(argv[3], "seed"));
+	if (!strcmp(m, "verify") && argc == 6)
+		return cmd_verify(argv[2], parse_u64(argv[3], "seed"), argv[4],
+				  argv[5]);
+	if (!strcmp(m, "state") && argc == 5)
+		return cmd_state(argv[2], parse_u64(argv[3], "seed"),
+				 parse_u64(argv[4], "K"));
+	return usage();
+}

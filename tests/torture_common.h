@@ -1,0 +1,313 @@
+/*
+ * torture_common.h - the deterministic transaction generator and the
+ * in-memory reference model shared by the torture tests.
+ *
+ * Transaction K of seed S is a pure function of (S, K): tort_plan() gives its
+ * operations (writes and truncates), whether it is aborted, and so on, and
+ * tort_fill() the bytes of each write.  Nothing depends on the file's state,
+ * so a writer can start at any K and the verifier can replay any range.
+ *
+ * The model is the file's content after transaction K: a byte array of
+ * capacity TORT_CAP whose bytes beyond `size` are always zero, so extending
+ * the size (by a write past the end or a growing truncate) is just moving
+ * `size`.
+ *
+ * Everything here is static inline so that each test stays self-contained.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef TORTURE_COMMON_H
+#define TORTURE_COMMON_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TORT_KIB        1024ULL
+#define TORT_MIB        (1024ULL * 1024ULL)
+/* Writes start below TORT_SPAN; truncates go up to TORT_SPAN + 256 KiB. */
+#define TORT_SPAN       (4 * TORT_MIB)
+#define TORT_MAXLEN     (256 * TORT_KIB)     /* normal write, at most */
+#define TORT_BIGLEN     (512 * TORT_KIB)     /* write of a big transaction */
+#define TORT_CAP        (TORT_SPAN + TORT_BIGLEN + 4 * TORT_KIB)
+#define TORT_MAXOPS     24
+
+enum { TORT_WRITE = 1, TORT_TRUNC = 2 };
+
+struct tort_op {
+	int kind;          /* TORT_WRITE or TORT_TRUNC */
+	int vec;           /* write: through oa_pwritev in a few pieces */
+	uint64_t off;      /* write: offset */
+	uint64_t len;      /* write: length; truncate: the new size */
+	uint64_t dseed;    /* write: seed of the data */
+};
+
+struct tort_plan {
+	uint64_t k;
+	int nops;
+	int aborted;       /* oa_abort instead of oa_commit */
+	int big;           /* several MiB */
+	int reopen;        /* close and reopen the handle after the commit */
+	int check;         /* read back with oa_pread before committing */
+	struct tort_op ops[TORT_MAXOPS];
+};
+
+static inline uint64_t tort_mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+struct tort_rng {
+	uint64_t s;
+};
+
+static inline struct tort_rng tort_rng_make(uint64_t a, uint64_t b)
+{
+	struct tort_rng r = { tort_mix(a ^ tort_mix(b + 0x632be59bd9b4e019ULL)) };
+	return r;
+}
+
+static inline uint64_t tort_next(struct tort_rng *r)
+{
+	r->s += 0x9e3779b97f4a7c15ULL;
+	return tort_mix(r->s);
+}
+
+/* Uniform in [0, n); n > 0.  (The modulo bias is irrelevant here.) */
+static inline uint64_t tort_below(struct tort_rng *r, uint64_t n)
+{
+	return tort_next(r) % n;
+}
+
+/* 1 .. TORT_MAXLEN, roughly log-uniform: as many tiny writes as huge ones. */
+static inline uint64_t tort_len(struct tort_rng *r)
+{
+	if (tort_below(r, 16) == 0)
+		return TORT_MAXLEN;
+	unsigned b = (unsigned)tort_below(r, 18);
+	return (1ULL << b) | tort_below(r, 1ULL << b);
+}
+
+static inline void tort_plan(uint64_t seed, uint64_t k, struct tort_plan *p)
+{
+	struct tort_rng r = tort_rng_make(seed, k);
+
+	memset(p, 0, sizeof(*p));
+	p->k = k;
+	p->big = tort_below(&r, 12) == 0;
+	p->aborted = tort_below(&r, 10) == 0;
+	p->reopen = tort_below(&r, 20) == 0;
+	p->check = tort_below(&r, 4) == 0;
+	p->nops = p->big ? 8 + (int)tort_below(&r, TORT_MAXOPS - 8 + 1)
+			 : 1 + (int)tort_below(&r, 8);
+	for (int i = 0; i < p->nops; i++) {
+		struct tort_op *o = &p->ops[i];
+
+		if (!p->big && tort_below(&r, 6) == 0) {
+			o->kind = TORT_TRUNC;
+			switch (tort_below(&r, 8)) {
+			case 0:
+				o->len = 0;
+				break;
+			case 1:
+				o->len = tort_below(&r, 4096);
+				break;
+			case 2:
+				o->len = tort_below(&r, TORT_SPAN / 4096) * 4096;
+				break;
+			case 3: /* grow past where writes reach */
+				o->len = TORT_SPAN + tort_below(&r, TORT_MAXLEN);
+				break;
+			default:
+				o->len = tort_below(&r, TORT_SPAN + 1);
+				break;
+			}
+			continue;
+		}
+		o->kind = TORT_WRITE;
+		o->len = p->big ? 128 * TORT_KIB + tort_below(&r, 384 * TORT_KIB)
+				: tort_len(&r);
+		o->off = tort_below(&r, TORT_SPAN);
+		if (tort_below(&r, 4) == 0)
+			o->off &= ~4095ULL;
+		if (tort_below(&r, 4) == 0 && o->len >= 4096)
+			o->len &= ~4095ULL;
+		o->vec = tort_below(&r, 4) == 0;
+		o->dseed = tort_next(&r);
+	}
+}
+
+/* The bytes of a write: LEN bytes from DSEED. */
+static inline void tort_fill(uint8_t *buf, uint64_t len, uint64_t dseed)
+{
+	uint64_t s = dseed, v;
+	uint64_t i = 0;
+
+	for (; i + 8 <= len; i += 8) {
+		s += 0x9e3779b97f4a7c15ULL;
+		v = tort_mix(s);
+		memcpy(buf + i, &v, 8);
+	}
+	if (i < len) {
+		s += 0x9e3779b97f4a7c15ULL;
+		v = tort_mix(s);
+		memcpy(buf + i, &v, (size_t)(len - i));
+	}
+}
+
+/* ---- the reference model ---------------------------------------------- */
+
+struct tort_model {
+	uint8_t *buf;      /* TORT_CAP bytes, zero beyond size */
+	uint64_t size;
+	uint64_t k;        /* the transaction this is the state after */
+};
+
+static inline int tort_model_init(struct tort_model *m)
+{
+	m->buf = calloc(1, TORT_CAP);
+	m->size = 0;
+	m->k = 0;
+	return m->buf ? 0 : -1;
+}
+
+static inline void tort_model_free(struct tort_model *m)
+{
+	free(m->buf);
+	m->buf = NULL;
+}
+
+static inline void tort_model_copy(struct tort_model *dst,
+				   const struct tort_model *src)
+{
+	uint64_t n = dst->size > src->size ? dst->size : src->size;
+
+	memcpy(dst->buf, src->buf, (size_t)n);
+	dst->size = src->size;
+	dst->k = src->k;
+}
+
+static inline void tort_model_apply(struct tort_model *m,
+				    const struct tort_plan *p)
+{
+	for (int i = 0; i < p->nops; i++) {
+		const struct tort_op *o = &p->ops[i];
+
+		if (o->kind == TORT_WRITE) {
+			tort_fill(m->buf + o->off, o->len, o->dseed);
+			if (o->off + o->len > m->size)
+				m->size = o->off + o->len;
+		} else {
+			if (o->len < m->size)
+				memset(m->buf + o->len, 0,
+				       (size_t)(m->size - o->len));
+			m->size = o->len;
+		}
+	}
+	m->k = p->k;
+}
+
+/* Apply the committed transactions FROM..TO (inclusive) to M. */
+static inline void tort_model_advance(struct tort_model *m, uint64_t seed,
+				      uint64_t from, uint64_t to)
+{
+	struct tort_plan p;
+
+	for (uint64_t k = from; k <= to; k++) {
+		tort_plan(seed, k, &p);
+		if (!p.aborted)
+			tort_model_apply(m, &p);
+	}
+	if (to >= from)
+		m->k = to;
+}
+
+/* The first committed transaction after K. */
+static inline uint64_t tort_next_commit(uint64_t seed, uint64_t k)
+{
+	struct tort_plan p;
+
+	for (;;) {
+		tort_plan(seed, ++k, &p);
+		if (!p.aborted)
+			return k;
+	}
+}
+
+/* First offset where content A (size SA) and B (size SB) differ, or -1. */
+static inline int64_t tort_first_diff(const uint8_t *a, uint64_t sa,
+				      const uint8_t *b, uint64_t sb)
+{
+	uint64_t n = sa < sb ? sa : sb;
+
+	if (memcmp(a, b, (size_t)n) != 0) {
+		/* find it: by blocks, then bytes */
+		uint64_t i = 0;
+		while (i + 4096 <= n && memcmp(a + i, b + i, 4096) == 0)
+			i += 4096;
+		while (i < n && a[i] == b[i])
+			i++;
+		return (int64_t)i;
+	}
+	return sa == sb ? -1 : (int64_t)n;
+}
+
+/* Read all of PATH into BUF (capacity CAP).  Returns its size, -1 with errno
+ * on failure, or -2 when it is larger than CAP (then *SIZE is its size). */
+static inline int64_t tort_read_file(const char *path, uint8_t *buf,
+				     uint64_t cap, uint64_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	uint64_t got = 0;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	*size = (uint64_t)st.st_size;
+	if (*size > cap) {
+		close(fd);
+		return -2;
+	}
+	while (got < *size) {
+		ssize_t n = pread(fd, buf + got, (size_t)(*size - got),
+				  (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		got += (uint64_t)n;
+	}
+	close(fd);
+	*size = got;
+	return (int64_t)got;
+}
+
+static inline uint64_t tort_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+#endif

@@ -1,0 +1,291 @@
+/*
+ * cmd_write.c - `oatomic write` and `oatomic replace`: one transaction made
+ * of standard input.
+ *
+ * Standard input is streamed into the transaction in chunks of STREAM_CHUNK
+ * bytes: the library puts pending data on disk as it is written, so the
+ * tool's memory stays one chunk whatever the size of the input.  Nothing
+ * reaches the file before oa_commit(); any failure before it (a read error,
+ * ENOSPC in the journal, a kill) leaves the file exactly as it was.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "oatomic.h"
+#include "tool.h"
+
+#define STREAM_CHUNK	(1u << 20)
+
+/* Fill BUF from FD as far as it goes (pipes return short reads).  Returns
+ * the number of bytes read (less than N only at end of input), or -1. */
+static ssize_t read_chunk(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, buf + got, n - got);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+/*
+ * Copy standard input into F's transaction from OFF on.  On success sets
+ * *END to the offset after the last byte written and returns 0; otherwise
+ * reports the error for PATH and returns TOOL_EXIT_ERR.
+ */
+static int stream_stdin(oa_file *f, const char *path, off_t off, off_t *end)
+{
+	char *buf = malloc(STREAM_CHUNK);
+	int ret = 0;
+
+	if (!buf)
+		return tool_error(path, NULL, ENOMEM);
+	for (;;) {
+		ssize_t n = read_chunk(STDIN_FILENO, buf, STREAM_CHUNK);
+		size_t done = 0;
+
+		if (n < 0) {
+			ret = tool_error(path, "reading standard input", errno);
+			break;
+		}
+		if (n == 0)
+			break;
+		while (done < (size_t)n) {
+			ssize_t w = oa_pwrite(f, buf + done, (size_t)n - done,
+					      off);
+
+			if (w <= 0) {
+				if (w == 0)
+					errno = EIO;	/* no progress */
+				ret = tool_errorf(path, "write at offset %jd: "
+						  "%s (file unchanged)",
+						  (intmax_t)off,
+						  tool_strerror(errno));
+				goto out;
+			}
+			done += (size_t)w;
+			off += w;
+		}
+		if ((size_t)n < STREAM_CHUNK)
+			break;
+	}
+out:
+	free(buf);
+	*end = off;
+	return ret;
+}
+
+/* Report that PATH could not be opened for writing.  The library also
+ * needs to create its control and journal files beside PATH (or in JDIR):
+ * say so when the file itself is writable but that is what failed. */
+static int open_error(const char *path, const char *jdir, int err)
+{
+	if (err == EACCES && access(path, W_OK) == 0)
+		return tool_errorf(path, "%s (cannot create the journal in %s; "
+				   "see --journal-dir)", strerror(err),
+				   jdir ? jdir : "its directory");
+	return tool_error_jdir(path, jdir, NULL, err);
+}
+
+/* Commit F and close it, reporting failures for PATH. */
+static int commit_close(oa_file *f, const char *path)
+{
+	if (oa_commit(f) < 0) {
+		int err = errno;
+
+		oa_close(f);
+		/* EIO can also mean the library cannot tell whether the commit
+		 * is durable; recovery settles it on one of the two states,
+		 * which is all this line may promise. */
+		if (err == EIO)
+			return tool_errorf(path, "commit failed: %s (the file "
+					   "holds the old or the new content, "
+					   "never a mix)", tool_strerror(err));
+		return tool_errorf(path, "commit failed: %s (file unchanged)",
+				   tool_strerror(err));
+	}
+	if (oa_close(f) < 0) {
+		/* The commit is durable in the journal; only the checkpoint
+		 * into the file failed, and recovery will redo it. */
+		return tool_errorf(path, "committed, but close failed: %s "
+				   "(the next oa_open or oatomic recover "
+				   "finishes it)", tool_strerror(errno));
+	}
+	return TOOL_EXIT_OK;
+}
+
+static int write_f(const struct tool_cmd *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "offset", required_argument, NULL, 'o' },
+		{ "truncate", no_argument, NULL, 't' },
+		{ "create", no_argument, NULL, 'c' },
+		{ "journal-dir", required_argument, NULL, 'J' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct oa_options opts = { .size = sizeof(opts) };
+	int flags = O_WRONLY, truncate = 0, opt, ret;
+	uint64_t offset = 0;
+	const char *path;
+	oa_file *f;
+	off_t end;
+
+	while ((opt = getopt_long(argc, argv, ":o:tcJ:h", longopts,
+				  NULL)) != -1) {
+		switch (opt) {
+		case 'o':
+			if (tool_parse_u64(optarg, &offset) < 0 ||
+			    offset > (uint64_t)INT64_MAX)
+				return tool_usage(cmd, "bad offset '%s'",
+						  optarg);
+			break;
+		case 't':
+			truncate = 1;
+			break;
+		case 'c':
+			flags |= O_CREAT;
+			break;
+		case 'J':
+			opts.journal_dir = optarg;
+			break;
+		case 'h':
+			return tool_help(cmd);
+		default:
+			return tool_badopt(cmd, opt, argv);
+		}
+	}
+	if (argc - optind != 1)
+		return tool_usage(cmd, optind == argc ? "missing PATH"
+						      : "too many arguments");
+	path = argv[optind];
+
+	f = oa_open_opts(path, flags, 0666, &opts);
+	if (!f)
+		return open_error(path, opts.journal_dir, errno);
+	ret = stream_stdin(f, path, (off_t)offset, &end);
+	if (ret == 0 && truncate && oa_ftruncate(f, end) < 0)
+		ret = tool_errorf(path, "truncate to %jd: %s (file unchanged)",
+				  (intmax_t)end, tool_strerror(errno));
+	if (ret) {
+		oa_close(f);	/* drops the transaction */
+		return ret;
+	}
+	return commit_close(f, path);
+}
+
+static int replace_f(const struct tool_cmd *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "journal-dir", required_argument, NULL, 'J' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct oa_options opts = { .size = sizeof(opts) };
+	const char *path;
+	oa_file *f;
+	off_t end;
+	int opt, ret;
+
+	while ((opt = getopt_long(argc, argv, ":J:h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'J':
+			opts.journal_dir = optarg;
+			break;
+		case 'h':
+			return tool_help(cmd);
+		default:
+			return tool_badopt(cmd, opt, argv);
+		}
+	}
+	if (argc - optind != 1)
+		return tool_usage(cmd, optind == argc ? "missing PATH"
+						      : "too many arguments");
+	path = argv[optind];
+
+	/* The same inode, emptied and refilled in one transaction: unlike
+	 * write-to-temporary-and-rename, the mode, owner, extended attributes
+	 * and hard links stay, and descriptors other processes hold on the
+	 * file see the new content.  A new file gets 0666 less the umask. */
+	f = oa_open_opts(path, O_RDWR | O_CREAT, 0666, &opts);
+	if (!f)
+		return open_error(path, opts.journal_dir, errno);
+	if (oa_ftruncate(f, 0) < 0) {
+		ret = tool_errorf(path, "truncate: %s (file unchanged)",
+				  tool_strerror(errno));
+		oa_close(f);
+		return ret;
+	}
+	ret = stream_stdin(f, path, 0, &end);
+	if (ret) {
+		oa_close(f);
+		return ret;
+	}
+	return commit_close(f, path);
+}
+
+const struct tool_cmd write_cmd = {
+	.name = "write",
+	.func = write_f,
+	.args = "PATH [--offset N] [--truncate] [--create] "
+		"[--journal-dir DIR] < data",
+	.oneline = "write standard input into PATH as one atomic transaction",
+	.help =
+" Reads standard input to its end and writes it into PATH from offset N on\n"
+" (0 by default), as one transaction: after a crash at any moment PATH\n"
+" holds either none of the data or all of it.  Input of any size is\n"
+" streamed in 1 MiB chunks; the pending data goes to the journal on disk,\n"
+" not to memory.  The tool exits 0 only once the commit is durable.\n"
+"\n"
+" Options:\n"
+"   -o, --offset N         start writing at byte N (suffixes k, m, g, t:\n"
+"                          binary multiples; 0x for hex)\n"
+"   -t, --truncate         also set the size of PATH to the end of the\n"
+"                          written data, in the same transaction\n"
+"   -c, --create           create PATH (mode 0666 less the umask) if it\n"
+"                          does not exist\n"
+"   -J, --journal-dir DIR  keep the journal in DIR, not beside PATH (give\n"
+"                          the same DIR to oatomic recover and check)\n"
+"\n"
+" Example:\n"
+"   printf 'new record' | oatomic write --offset 4k db.bin\n"
+"   seq 1000000 | oatomic write --create --truncate numbers.txt\n",
+};
+
+const struct tool_cmd replace_cmd = {
+	.name = "replace",
+	.func = replace_f,
+	.args = "PATH [--journal-dir DIR] < data",
+	.oneline = "replace the whole content of PATH atomically, keeping "
+		   "its inode",
+	.help =
+" Replaces the content of PATH with standard input as one transaction\n"
+" (the file is emptied and refilled, then committed).  PATH keeps its\n"
+" inode, so its mode, owner, extended attributes and hard links stay, and\n"
+" programs that hold it open see the new content.  PATH is created (mode\n"
+" 0666 less the umask) if it does not exist.  After a crash PATH holds\n"
+" the old content or the new, never a mix.\n"
+"\n"
+" Options:\n"
+"   -J, --journal-dir DIR  keep the journal in DIR, not beside PATH\n"
+"\n"
+" Example:\n"
+"   generate-config | oatomic replace /etc/app/app.conf\n",
+};

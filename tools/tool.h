@@ -1,0 +1,85 @@
+/*
+ * tool.h - what the files of the oatomic command-line tool share.
+ *
+ * The tool is a thin layer over liboatomic, laid out as xfs_io's io/: one
+ * file per family of commands (cmd_*.c), each exporting its struct tool_cmd
+ * entries, and oatomic.c holding main(), the table of commands and the
+ * helpers below.
+ *
+ * Exit statuses: 0 success, 1 an operation failed, 2 bad usage (`oatomic
+ * check` uses 1 and 2 for what it found, see cmd_recover.c).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef OATOMIC_TOOL_H
+#define OATOMIC_TOOL_H
+
+#include <getopt.h>
+#include <stdint.h>
+
+#define TOOL_EXIT_OK	0
+#define TOOL_EXIT_ERR	1
+#define TOOL_EXIT_USAGE	2
+
+struct tool_cmd {
+	const char *name;
+	/* ARGV[0] is the command's name; getopt is reset before the call. */
+	int (*func)(const struct tool_cmd *cmd, int argc, char **argv);
+	const char *args;	/* synopsis after the name */
+	const char *oneline;	/* one line for `oatomic help` */
+	const char *help;	/* the long help, ending with an example */
+};
+
+/* The commands, one family per file. */
+extern const struct tool_cmd info_cmd;		/* cmd_info.c */
+extern const struct tool_cmd write_cmd;		/* cmd_write.c */
+extern const struct tool_cmd replace_cmd;	/* cmd_write.c */
+extern const struct tool_cmd recover_cmd;	/* cmd_recover.c */
+extern const struct tool_cmd check_cmd;		/* cmd_recover.c */
+extern const struct tool_cmd demo_cmd;		/* cmd_demo.c */
+
+/*
+ * Report an error as the one line `oatomic: PATH: [WHAT: ]reason` on
+ * standard error, where the reason is strerror(ERR) (EUCLEAN: "damaged
+ * journal (run oatomic check)").  PATH or WHAT may be NULL.  Returns
+ * TOOL_EXIT_ERR.
+ */
+int tool_error(const char *path, const char *what, int err);
+
+/* tool_error() for a library call on PATH with the journal in JDIR (NULL:
+ * beside PATH): blames JDIR when it is JDIR that is missing or not a
+ * directory, as the library's errno alone cannot say which. */
+int tool_error_jdir(const char *path, const char *jdir, const char *what,
+		    int err);
+
+/* Report an error with a free-form reason (printf FMT) on one line, as
+ * tool_error().  Returns TOOL_EXIT_ERR. */
+int tool_errorf(const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* The reason tool_error() prints for ERR. */
+const char *tool_strerror(int err);
+
+/* Report bad usage of CMD on one line (REASON, then the synopsis).
+ * Returns TOOL_EXIT_USAGE. */
+int tool_usage(const struct tool_cmd *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Report what getopt_long returned for a bad option (C is '?' or ':', with
+ * optind/optopt as getopt left them; the optstring must begin with ':').
+ * Returns TOOL_EXIT_USAGE. */
+int tool_badopt(const struct tool_cmd *cmd, int c, char **argv);
+
+/* Print the help of CMD on standard output.  Returns TOOL_EXIT_OK. */
+int tool_help(const struct tool_cmd *cmd);
+
+/* Parse a byte count or offset: decimal, 0x hex or 0 octal, optionally
+ * followed by k, m, g, t (binary multiples; upper case too).  Returns 0,
+ * or -1 for anything else (negative, junk, overflow). */
+int tool_parse_u64(const char *s, uint64_t *out);
+
+/* A short name for an enum oa_method value ("auto", "journal", ...), or
+ * NULL for one this tool does not know. */
+const char *tool_method_name(int method);
+
+#endif /* OATOMIC_TOOL_H */
