@@ -36,6 +36,7 @@
  *      replays.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -367,6 +368,8 @@ int oa_checkpoint_locked(struct oa_file *f)
 		return 0;
 	/* I5: every applied commit is durable in the file before the
 	 * checkpoint record says so. */
+	if (MUTANT(5) && oa_ctl_write_ckpt(f, l.last_seq) < 0)
+		return -1;
 	if (oa_xfdatasync(f->tfd) < 0) {
 		/* I9: the failed range is lost from the file but pages are now
 		 * clean; force a replay from the journals before any checkpoint
@@ -387,6 +390,26 @@ int oa_checkpoint_locked(struct oa_file *f)
 }
 
 /* ---- commit ---- */
+
+static int reserve(struct oa_file *f, const struct oa_commit_hdr *ch,
+		   const unsigned char *ops, uint64_t size)
+{
+	for (uint64_t i = ch->nops; i-- > 0;) {
+		const unsigned char *op = ops + i * OA_OP_BYTES;
+		uint64_t off = oa_get64(op), len = oa_get64(op + 8);
+		if (off + len <= size)
+			break;   /* ops are sorted: the rest lie inside */
+		if (off < size) {
+			len -= size - off;
+			off = size;
+		}
+		if (oa_sys->fallocate(f->tfd, FALLOC_FL_KEEP_SIZE, (off_t)off,
+				      (off_t)len) < 0 &&
+		    errno != EOPNOTSUPP && errno != ENOSYS)
+			return -1;
+	}
+	return 0;
+}
 
 static int build_ops(struct oa_file *f, unsigned char *ops)
 {
@@ -451,6 +474,16 @@ int oa_commit_journal(struct oa_file *f)
 			     .body_crc = oa_crc32c(0, rec + OA_REC_HDR, body) };
 	oa_rec_encode(rec, &r);
 
+	if (MUTANT(2) &&
+	    oa_apply(f, f->jfd, &ch, rec + OA_REC_HDR + OA_COMMIT_FIXED) < 0)
+		goto fail_unlock;
+	/* Space for the apply is taken before the commit point, so that a full
+	 * file system fails the commit (file unchanged) rather than the apply
+	 * after it.  Growth beyond the end is what needs new blocks; where
+	 * fallocate is not supported the apply takes its chances. */
+	if (reserve(f, &ch, rec + OA_REC_HDR + OA_COMMIT_FIXED,
+		    (uint64_t)st.st_size) < 0)
+		goto fail_unlock;
 	/* I10: mark the commit in flight before its record exists. */
 	l.last_seq = seq;
 	l.dirty_seq = seq;
@@ -476,7 +509,7 @@ int oa_commit_journal(struct oa_file *f)
 	 * commit record and the generation's header slot durable together;
 	 * their checksums tell recovery whether all of it arrived (I1), so no
 	 * flush is needed between data and commit record. */
-	if (oa_xfdatasync(f->jfd) < 0) {
+	if (!MUTANT(1) && oa_xfdatasync(f->jfd) < 0 && !MUTANT(7)) {
 		unsigned char zero[OA_REC_HDR] = { 0 };
 		/* I9: cannot tell whether the record is durable.  Revoke it if
 		 * the disk lets us; latch the handle either way. */

@@ -215,8 +215,29 @@ static int set_prefix(struct oa_file *f, const char *base, bool own_dir)
 static int open_recover(struct oa_file *f)
 {
 	int r;
-	if (!f->cfd_rw)
-		return oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1);
+	if (!f->cfd_rw) {
+		/* A reader that may not write cannot finish what a crash
+		 * left; it may only go on when there is nothing to finish.
+		 * Alone, that is when no commit is newer than the checkpoint;
+		 * with others open, when no dead committer left its marker
+		 * (read_lock checks that at every read). */
+		if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
+			return -1;
+		r = oa_lock_held(f->cfd, OA_LOCK_OPEN, F_WRLCK);
+		if (r == 0) {
+			if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
+				return -1;
+			r = oa_needs_recovery(f);
+			int e = errno;
+			oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+			errno = e;
+			if (r > 0) {
+				errno = EACCES;  /* recovery needs write access */
+				return -1;
+			}
+		}
+		return r < 0 ? -1 : 0;
+	}
 	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			return -1;
@@ -286,7 +307,28 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		goto fail;
 	if (identify(f) < 0)
 		goto fail;
-	f->tdirfd = open_parent(dirfd, path, &base);
+	/* The journals belong to the file, not to the name it was opened by:
+	 * through a symbolic link they are kept beside the file it points to,
+	 * so every opener and every recovery finds the same ones.  (Hard links
+	 * in different directories are different names of one file: use one
+	 * of them; oatomic(3), BUGS.) */
+	{
+		char proc[64], *real = malloc(PATH_MAX);
+		ssize_t n = -1;
+		if (!real) {
+			errno = ENOMEM;
+			goto fail;
+		}
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->tfd);
+		n = readlink(proc, real, PATH_MAX - 1);
+		if (n > 0 && real[0] == '/') {
+			real[n] = 0;
+			f->tdirfd = open_parent(AT_FDCWD, real, &base);
+		} else {
+			f->tdirfd = open_parent(dirfd, path, &base);
+		}
+		free(real);
+	}
 	if (f->tdirfd < 0)
 		goto fail;
 	if (created) {
@@ -419,8 +461,22 @@ static int read_lock(struct oa_file *f)
 	for (;;) {
 		if (oa_lock(f->cfd, OA_LOCK_APPLY, F_RDLCK, 1) < 0)
 			return -1;
-		if (!f->cfd_rw || oa_live_read(f, &l) < 0 || l.dirty_seq == 0)
+		if (oa_live_read(f, &l) < 0 || l.dirty_seq == 0)
 			return 0;
+		if (!f->cfd_rw) {
+			/* Holding APPLY, a live committer is not half-way
+			 * through its apply; a dead one may be, and this reader
+			 * cannot finish it. */
+			int held = oa_lock_held(f->cfd, OA_LOCK_COMMIT, F_WRLCK);
+			if (held != 0) {
+				if (held < 0)
+					return -1;
+				return 0;
+			}
+			oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+			errno = EACCES;
+			return -1;
+		}
 		/* A commit is in flight, or its committer died: wait for the
 		 * commit lock, which tells the two apart. */
 		oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
@@ -699,6 +755,8 @@ static int reclaim(struct oa_file *f)
 	int r = 0;
 	if (f->jfd < 0 || f->pos <= OA_JRNL_CKPT)
 		return 0;
+	/* (reached when aborted data alone passed the checkpoint mark, or a
+	 * failed big transaction grew the journal) */
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
 	struct oa_live l;
@@ -708,6 +766,11 @@ static int reclaim(struct oa_file *f)
 		r = oa_checkpoint_locked(f);
 	if (r == 0)
 		r = oa_journal_reset(f);
+	/* Give back what an aborted transaction grew the journal by: it may
+	 * be why the disk is full. */
+	struct stat js;
+	if (r == 0 && oa_xfstat(f->jfd, &js) == 0 && js.st_size > OA_JRNL_INITIAL)
+		oa_xftruncate(f->jfd, OA_JRNL_INITIAL);
 	int e = errno;
 	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 	errno = e;

@@ -107,6 +107,7 @@ int oa_create_atomic(struct oa_file *f, const char *name,
  * journal; then checkpoint.  Caller holds COMMIT and the file open for
  * writing.  Returns 0 or -1 (EUCLEAN, EPERM, EIO...). */
 int oa_recover_locked(struct oa_file *f);
+int oa_needs_recovery(struct oa_file *f);
 /* If the live area says a committer died mid-commit, recover.  Caller holds
  * COMMIT. */
 int oa_heal_locked(struct oa_file *f);
@@ -135,5 +136,22 @@ int oa_target_writable(struct oa_file *f);
 #define OA_KP_CKPT_WRITTEN     6  /* checkpoint record written, not flushed */
 
 uint64_t oa_random64(void);
+
+/*
+ * Planted protocol bugs, for `make crash-mutants` only: a build with
+ * -DOA_MUTANT=N breaks the protocol in one place, and the crash tests must
+ * catch it.  Normal builds have OA_MUTANT 0 and none of this code.
+ *   1  skip the commit flush (I2)
+ *   2  apply in place before the commit record is written (I3)
+ *   3  replay in reverse seq order (I7)
+ *   4  recovery ignores data checksums (I1)
+ *   5  checkpoint record before the file's flush (I5)
+ *   6  ignore the dirty marker: no healing of a dead committer (I10)
+ *   7  report a failed commit flush as success (I9)
+ */
+#ifndef OA_MUTANT
+#define OA_MUTANT 0
+#endif
+#define MUTANT(n) (OA_MUTANT == (n))
 
 #endif

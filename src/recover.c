@@ -199,7 +199,7 @@ static int scan_journal(struct oa_file *f, struct scan *S, int ji)
 				goto out;
 			d[nd++] = (struct drange){ p + OA_REC_HDR,
 						   p + OA_REC_HDR + r.len,
-						   crc == r.body_crc };
+						   crc == r.body_crc || MUTANT(4) };
 			p = oa_align_up(p + OA_REC_HDR + r.len, OA_REC_ALIGN);
 			continue;
 		}
@@ -427,6 +427,12 @@ static int scan_all(struct oa_file *f, struct scan *S)
 	free(idx);
 	if (S->nacc > 1)
 		qsort(S->acc, S->nacc, sizeof(*S->acc), acc_cmp);
+	if (MUTANT(3))
+		for (size_t i = 0; i < S->nacc / 2; i++) {
+			struct acc t = S->acc[i];
+			S->acc[i] = S->acc[S->nacc - 1 - i];
+			S->acc[S->nacc - 1 - i] = t;
+		}
 	for (size_t i = 1; i < S->nacc; i++)
 		if (S->acc[i].seq == S->acc[i - 1].seq) {
 			note(S, "two commits carry sequence %llu",
@@ -538,12 +544,30 @@ int oa_heal_locked(struct oa_file *f)
 	struct oa_live l;
 	if (oa_live_read(f, &l) < 0)
 		return -1;
-	if (l.dirty_seq == 0)
+	if (l.dirty_seq == 0 || MUTANT(6))
 		return 0;
 	/* We hold COMMIT, so whoever set the marker is gone (I10). */
 	if (oa_target_writable(f) < 0)
 		return -1;
 	return oa_recover_locked(f);
+}
+
+/* For a reader that may not write: is there a committed transaction the
+ * file may not hold yet?  1 yes, 0 no, -1 error (EUCLEAN, EPERM, ...). */
+int oa_needs_recovery(struct oa_file *f)
+{
+	struct scan S = { .path = "" };
+	bool foreign_ctl;
+	int r;
+	if (oa_ctl_read_ckpt(f, &S.ckpt, &foreign_ctl) < 0)
+		return -1;
+	if (foreign_ctl)
+		S.ckpt = 0;
+	r = scan_all(f, &S);
+	if (r == 0)
+		r = S.nacc > 0;
+	scan_free(&S);
+	return r;
 }
 
 /* ---- oatomic check ---- */

@@ -214,6 +214,20 @@ int oa_xfstat(int fd, struct stat *st)
 	return oa_sys->fstat(fd, st);
 }
 
+int oa_lock_held(int fd, off_t byte, short type)
+{
+	struct flock fl = {
+		.l_type = type,
+		.l_whence = SEEK_SET,
+		.l_start = byte,
+		.l_len = 1,
+		.l_pid = 0,
+	};
+	if (oa_sys->lock(fd, F_OFD_GETLK, &fl) < 0)
+		return -1;
+	return fl.l_type != F_UNLCK;
+}
+
 int oa_lock(int fd, off_t byte, short type, int wait)
 {
 	struct flock fl = {

@@ -85,5 +85,8 @@ int oa_xfstat(int fd, struct stat *st);
 /* OFD byte-range lock of one byte at BYTE: TYPE F_RDLCK, F_WRLCK, F_UNLCK.
  * WAIT: block.  Returns 0, or -1 (EAGAIN when !WAIT and held elsewhere). */
 int oa_lock(int fd, off_t byte, short type, int wait);
+/* Would a lock of TYPE on BYTE conflict with another handle's?  1 yes, 0 no,
+ * -1 error.  (Works on a read-only descriptor, for F_WRLCK too.) */
+int oa_lock_held(int fd, off_t byte, short type);
 
 #endif /* OA_SYS_H */

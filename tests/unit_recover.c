@@ -9,7 +9,11 @@
  *   - a damaged commit record header: that commit is simply not there;
  *   - garbage left by a failed journal write is skipped: a later commit in
  *     the same generation is still found;
- *   - a journal of another inode is ignored.
+ *   - a journal of another inode is ignored;
+ *   - a committer that dies half-way through its apply is healed by the
+ *     next reader of a handle that stayed open (no reopen, no oa_recover);
+ *   - a failing commit flush is reported (EIO) and latches the handle; the
+ *     file keeps its old contents.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -120,6 +124,12 @@ static ssize_t bad_pwritev(int fd, const struct iovec *v, int n, off_t off)
 		return -1;
 	}
 	return oa_sys_linux.pwritev(fd, v, n, off);
+}
+
+static int failing_fdatasync(int fd)
+{
+	errno = EIO;
+	return -1;
 }
 
 static int child_garbage(void *arg)
@@ -244,6 +254,40 @@ int main(void)
 	CHECK_OK(oa_close(f));
 	CHECK_EQ(blk_at(0), 'A' + 9);
 	CHECK_EQ(oa__check(path, NULL, stdout), 0);
-	printf("recover: 6 cases of the rule hold\n");
+	/* 7. healing by a live handle. */
+	reset();
+	{
+		oa_file *r = oa_open(path, O_RDONLY, 0);
+		CHECK(r);
+		run(2, OA_KP_HALF_APPLIED);
+		char got[BLK];
+		tu_oa_pread(r, got, BLK, 0);
+		CHECK_EQ(got[0], 'A' + 2);
+		CHECK_EQ(got[BLK - 1], 'A' + 2);
+		tu_oa_pread(r, got, BLK, 5 * BLK);
+		CHECK_EQ(got[0], 'A' + 2);  /* the second op of tx 2 */
+		CHECK_OK(oa_close(r));
+	}
+
+	/* 8. a failing commit flush is never success. */
+	reset();
+	{
+		static struct oa_sysops ops;
+		ops = oa_sys_linux;
+		ops.fdatasync = failing_fdatasync;
+		oa_file *w = oa_open(path, O_RDWR, 0);
+		CHECK(w);
+		fill(b, 3);
+		tu_oa_pwrite(w, b, BLK, 0);
+		oa__set_sysops(&ops);
+		CHECK_ERR(oa_commit(w), EIO);
+		oa__set_sysops(NULL);
+		CHECK_ERR(oa_pwrite(w, b, 1, 0), EIO);   /* latched */
+		CHECK_ERR(oa_commit(w), EIO);
+		CHECK_EQ(blk_at(0), 0);
+		CHECK_OK(oa_close(w));
+		CHECK_EQ(blk_at(0), 0);
+	}
+	printf("recover: 8 cases hold\n");
 	return 0;
 }

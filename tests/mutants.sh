@@ -1,0 +1,78 @@
+#!/bin/bash
+# mutants.sh - the crash tests can fail: build the library with each planted
+# protocol bug (src/internal.h, OA_MUTANT) and run the crash tests against
+# it; every mutant must be caught by at least one of them.  Prints one line
+# per mutant and "caught N of N"; exits 0 only when every one was caught.
+# timeout: 1800
+#
+# Run by `make crash-mutants` and by the suite.  Environment:
+#   MUTANTS          which (default "1 2 3 4 5 6 7")
+#   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
+#   MUTANT_CUTS      power cuts per file system per mutant (default 20)
+#   MUTANT_TESTS     the crash tests to try, in order (default
+#                    "unit_recover conf_recover torture powercut.sh")
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+cd "$root" || exit 2
+case ${BUILD:-build} in
+*asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
+	exit 77 ;;
+esac
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7}
+KILLS=${MUTANT_KILLS:-300}
+CUTS=${MUTANT_CUTS:-20}
+work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+declare -A what=(
+	[1]="skip the commit flush (I2)"
+	[2]="apply in place before the commit record (I3)"
+	[3]="replay in reverse order (I7)"
+	[4]="recovery ignores data checksums (I1)"
+	[5]="checkpoint before the file is flushed (I5)"
+	[6]="no healing of a dead committer (I10)"
+	[7]="failed commit flush reported as success (I9)"
+)
+
+# The crash tests, cheapest first; the first failure catches the mutant.
+run_tests() {
+	local b=$1 t d
+	for t in ${MUTANT_TESTS:-unit_recover conf_recover torture powercut.sh}; do
+		d=$(mktemp -d "$work/t.XXXXXX")
+		case $t in
+		*.sh) OA_TEST_DIR=$d BUILD=$b POWERCUT_CUTS=$CUTS \
+			timeout 600 "tests/$t" >"$d.log" 2>&1 ;;
+		torture) OA_TEST_DIR=$d TORTURE_KILLS=$KILLS \
+			timeout 600 "$b/tests/$t" kill --no-selftest >"$d.log" 2>&1 ;;
+		*) OA_TEST_DIR=$d timeout 600 "$b/tests/$t" >"$d.log" 2>&1 ;;
+		esac
+		local rc=$?
+		rm -rf "$d"
+		if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+			echo "$t"
+			return 0
+		fi
+	done
+	return 1
+}
+
+n=0 caught=0
+for m in $MUTANTS; do
+	n=$((n + 1))
+	b=$work/build-m$m
+	if ! make -s -j2 BUILD="$b" MUTANT="$m" "$b/tests/unit_recover" \
+	     "$b/tests/conf_recover" "$b/tests/torture" "$b/oatomic" \
+	     >"$work/make$m.log" 2>&1; then
+		echo "mutant $m: build failed"; cat "$work/make$m.log"; continue
+	fi
+	if by=$(run_tests "$b"); then
+		caught=$((caught + 1))
+		printf 'mutant %d (%s): caught by %s\n' "$m" "${what[$m]}" "$by"
+	else
+		printf 'mutant %d (%s): NOT CAUGHT\n' "$m" "${what[$m]}"
+	fi
+	rm -rf "$b"
+done
+echo "caught $caught of $n"
+[ "$caught" -eq "$n" ]
