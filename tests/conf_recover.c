@@ -203,6 +203,71 @@ static void test_open_recovers(int point, int flags)
 	CHECK_EQ(file_state(path, point, "after oa_recover"), s);
 }
 
+/* ---- a reader that may not write the file ---------------------------------------- */
+
+static int reader_point;
+
+/* It cannot finish the crashed commit, but what it reads must still be one
+ * state whole; failing (open or read) is honest too.  Never a torn view. */
+static int unprivileged_reader(void *arg)
+{
+	const char *path = arg;
+	size_t n;
+	unsigned char *view;
+	oa_file *f;
+
+	CHECK_OK(setgid(65534));
+	CHECK_OK(setuid(65534));
+	errno = 0;
+	f = oa_open(path, O_RDONLY, 0);
+	if (!f) {
+		tu_note("unprivileged reader after a crash: oa_open %s",
+			tu_errname(errno));
+		return 0;
+	}
+	{
+		struct stat st;
+
+		CHECK_OK(oa_fstat(f, &st));
+		view = tu_malloc((size_t)st.st_size + 1);
+		errno = 0;
+		ssize_t r = oa_pread(f, view, (size_t)st.st_size, 0);
+
+		if (r < 0) {
+			tu_note("unprivileged reader after a crash: oa_pread "
+				"%s", tu_errname(errno));
+			free(view);
+			oa_close(f);
+			return 0;
+		}
+		n = (size_t)r;
+	}
+	CHECKF((n == len_t2 && !memcmp(view, st_t2, n)) ||
+	       (n == len_t1 && !memcmp(view, st_t1, n)),
+	       "kill point %d: a reader without write permission sees a torn "
+	       "file (size %zu): neither the old nor the new state",
+	       reader_point, n);
+	free(view);
+	CHECK_OK(oa_close(f));
+	return 0;
+}
+
+static void test_unprivileged_reader(int point)
+{
+	const char *path;
+
+	if (!tu_is_root())
+		return;
+	CHECK_OK(chmod(tu_dir(), 0755));
+	path = crashed("nobody", point);
+	reader_point = point;
+	CHECK_CHILD_OK(tu_run_child(unprivileged_reader, (void *)path));
+	CHECK_OK(chmod(tu_dir(), 0700));
+	/* The owner recovers it afterwards. */
+	CHECK_OK(oa_recover(path));
+	file_state(path, point, "after the unprivileged reader");
+}
+
 /* ---- a crash on top of a crash ----------------------------------------------------- */
 
 static void test_double_crash(int point)
@@ -304,6 +369,7 @@ int main(void)
 		test_open_recovers(p, O_RDWR);
 		test_open_recovers(p, O_RDONLY);
 		test_double_crash(p);
+		test_unprivileged_reader(p);
 	}
 	test_crash_in_recovery();
 	free(st_base);

@@ -179,6 +179,9 @@ static void test_holes(void)
 	CHECK_EQ(oa_pread(f, &c, 1, (1 << 20) + 10), 0);
 	CHECK_EQ(oa_pread(f, &c, 1, (off_t)1 << 40), 0);
 	CHECK_EQ(oa_pread(f, &c, 0, 0), 0);     /* zero-length read */
+	/* A zero-length write, as pwrite(2): returns 0, does not grow. */
+	CHECK_EQ(oa_pwrite(f, &c, 0, 5 << 20), 0);
+	CHECK_VIEW(f, &m);
 
 	both_write(f, &m, 12, 100, 300000);     /* into the hole */
 	both_write(f, &m, 13, 50, (1 << 20) + 100); /* beyond: another hole */
