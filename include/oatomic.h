@@ -187,11 +187,16 @@ int oa_fstat(oa_file *f, struct stat *st);
  * Returns 0, or -1 with errno:
  *   ENOSPC, EDQUOT, EIO  the commit did not happen: the file keeps its
  *            previous contents, now and after any crash, and the pending
- *            changes are kept (the caller may oa_abort() or retry);
- *   EIO      the flush of the commit record failed: which of the two states
- *            is durable cannot be told.  The handle is latched: every later
- *            call but oa_close() fails with EIO.  Recovery (oa_open,
- *            oa_recover) settles the file on exactly one of the two states;
+ *            changes are kept (the caller may oa_abort() or retry).  Space
+ *            the file needs to grow is reserved before the commit point, so
+ *            a full disk fails here and not half-way;
+ *   EIO      (latched) the flush of the commit record failed: which of the
+ *            two states is durable cannot be told; or the commit is durable
+ *            but writing it into the file failed (say, a disk error): the
+ *            next oa_open or oa_recover finishes it.  The handle is latched:
+ *            every later call but oa_close() fails with EIO.  Recovery
+ *            settles the file on exactly one of the two states.  Tell this
+ *            EIO from the first kind by any further call (EIO again);
  *   EUCLEAN  a damaged journal was found while finishing a crashed commit.
  * Journal method: one flush (fdatasync of the journal) per commit; the
  * changes are then written in place, and made durable there by a checkpoint
