@@ -73,6 +73,8 @@ int oa_slot_decode(const unsigned char in[OA_SLOT_BYTES], const char *magic,
  * Returns 0, 1 (neither slot ever written: all zeros or file too short), or
  * -1 with EUCLEAN (damaged) or the read error. */
 int oa_slots_read(int fd, const char *magic, struct oa_slot *s);
+/* How many of FD's two slots are written but unreadable (0..2). */
+int oa_slots_damaged(int fd, const char *magic);
 /* Write S into the slot that does not hold the newest copy (by slot_seq
  * parity) so a torn write can only ever damage the older one. */
 int oa_slot_write(int fd, const char *magic, const struct oa_slot *s);

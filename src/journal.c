@@ -72,6 +72,13 @@ int oa_slots_read(int fd, const char *magic, struct oa_slot *s)
 	return -1;
 }
 
+int oa_slots_damaged(int fd, const char *magic)
+{
+	struct oa_slot s;
+	return (slot_read1(fd, OA_SLOT_A, magic, &s) == -1) +
+	       (slot_read1(fd, OA_SLOT_B, magic, &s) == -1);
+}
+
 int oa_slot_write(int fd, const char *magic, const struct oa_slot *s)
 {
 	unsigned char b[OA_SLOT_BYTES];

@@ -394,6 +394,10 @@ static int scan_all(struct oa_file *f, struct scan *S)
 			oa_xclose(fd);
 			goto fail;
 		}
+		if (r == 0 && S->out && oa_slots_damaged(fd, OA_JNL_MAGIC))
+			note(S, "journal %s: one header slot is unreadable (a "
+			     "reset torn by a crash, or corruption); the other "
+			     "is used", name);
 		if (r == 1 || s.ino != f->ino || s.igen != f->igen) {
 			if (r == 0) {
 				note(S, "journal %s belongs to another file (inode "

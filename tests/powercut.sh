@@ -161,6 +161,14 @@ run_fs() {
 
 		local out h1 h2 rec2=("$T" recover)
 		[ -x "$tool" ] && rec2=("$tool" recover)
+		# before recovery: pending work is normal, damage never is
+		if [ -x "$tool" ]; then
+			out=$("$tool" check "$file" 2>&1)
+			if [ $? -ge 2 ]; then
+				echo "$fs: cut $i: VIOLATION: after a mere power cut, oatomic check says: $out"
+				viol=$((viol + 1)); break
+			fi
+		fi
 		if ! out=$("$T" recover "$file" 2>&1); then
 			echo "$fs: cut $i: VIOLATION: recovery failed: $out (seed $fseed, start $start, acks $(wc -l < "$ack"))"
 			viol=$((viol + 1)); break
@@ -173,6 +181,10 @@ run_fs() {
 		h2=$(sha256sum < "$file")
 		if [ "$h1" != "$h2" ]; then
 			echo "$fs: cut $i: VIOLATION: the second recovery changed the file (seed $fseed, start $start)"
+			viol=$((viol + 1)); break
+		fi
+		if [ -x "$tool" ] && [ -z "$MUTANT" ] && ! out=$("$tool" check "$file" 2>&1); then
+			echo "$fs: cut $i: VIOLATION: after recovery, oatomic check is not clean: $out"
 			viol=$((viol + 1)); break
 		fi
 		if ! out=$("$T" verify "$file" $fseed "$ack" "$model" 2>&1); then

@@ -11,17 +11,28 @@
  * "lost" when the file is the state before the acknowledged commit, "torn"
  * otherwise.
  *
+ * Every round of the kill torture: the writer is SIGKILLed after a random
+ * 0-30 ms (sometimes 0, sometimes longer), or dies at a kill point of the
+ * commit protocol (oa__set_killpoint 1..6); in some rounds a second writer
+ * holding a handle open takes over after a death past the commit point
+ * (relay), in some a first recovery is itself killed.  Then oa_recover,
+ * the check above, oa__check must say clean, a second oa_recover must
+ * change nothing, and oa_open + oa_pread must read the same bytes.
+ *
  * Modes (run with no arguments: the self-test, then `kill`):
  *
  *   torture kill [--kills N] [--seed S] [--dir D] [--no-selftest] [-v]
- *       N from $TORTURE_KILLS, else 1000; D from $OA_TEST_DIR.
+ *       N from $TORTURE_KILLS, else 1000; S from $TORTURE_SEED, else
+ *       random (printed); D from $OA_TEST_DIR.
  *   torture selftest [--rounds N]
  *       The kill torture against deliberately broken writers of our own: it
  *       must see their violations (and none from a correct one).
  *   torture writer FILE SEED [--start K] [--ack-fd FD | --ack-file PATH]
  *                  [--big-flag PATH] [--killpoint P [--kill-after J]]
- *                  [--max-txns N]
+ *                  [--max-txns N] [--relay-fd FD]
  *       Run transactions K+1, K+2, ... (K: the transaction the file is at).
+ *       --relay-fd: open the file, ack 0 ("ready"), then read the 8-byte K
+ *       to start after from FD (end of file: close and exit 0).
  *       Acks: 8-byte numbers to FD; or lines to PATH, fdatasync'd each (put
  *       it on another file system than FILE for power cuts); else lines on
  *       standard output.  --big-flag: write the number of each big
@@ -31,12 +42,13 @@
  *   torture mutant good|torn|lost FILE SEED [writer options]
  *   torture recover FILE...                          oa_recover each
  *   torture shutdown MOUNTPOINT                      FS_IOC_SHUTDOWN, NOLOGFLUSH
- *   torture model-init MODEL                         the model of state 0
+ *   torture model-init MODEL SEED                    the model of state 0
  *   torture verify FILE SEED ACKFILE MODEL           check FILE, advance MODEL
  *   torture state FILE SEED K                        write state K to FILE
  *
  * Exit status: 0 pass, 1 violation / failure, 77 skip; writers: 2 a library
- * call failed, 3 the library read back something else than was written.
+ * call failed, 3 the library read back something else than was written, 4
+ * (power cuts) the file system was shut down.
  *
  * For tests/run (1000 kills take well under this):
  * timeout: 600
@@ -62,11 +74,8 @@
 #include <unistd.h>
 
 #include "oatomic.h"
+#include "oatomic-private.h"   /* oa__set_killpoint, oa__check */
 #include "torture_common.h"
-
-/* From oatomic-private.h (declared here to stay independent of that
- * header's other contents). */
-void oa__set_killpoint(int point);
 
 #ifndef FS_IOC_SHUTDOWN
 #define FS_IOC_SHUTDOWN _IOR('X', 125, uint32_t)
@@ -121,18 +130,21 @@ struct wopts {
 	int killpoint;
 	uint64_t kill_after;
 	uint64_t max_txns;      /* 0: forever */
+	int relay_fd;           /* -1: none */
 };
 
 struct acker {
 	int fd;
 	int binary;
 	int sync;
+	const char *file;
 };
 
 static void ack_open(struct acker *a, const struct wopts *o)
 {
 	a->sync = 0;
 	a->binary = 0;
+	a->file = o->file;
 	if (o->ack_fd >= 0) {
 		a->fd = o->ack_fd;
 		a->binary = 1;
@@ -147,9 +159,33 @@ static void ack_open(struct acker *a, const struct wopts *o)
 	}
 }
 
+/*
+ * Power cuts are FS_IOC_SHUTDOWN while the writer runs, so the writer lives
+ * on after the "cut", and some calls still succeed then without anything
+ * reaching the disk (XFS: fsync of a directory whose log items the shutdown
+ * aborted returns 0).  Nothing runs after a real cut: an ack must only be
+ * given for what was durable before it.  So, before each durable ack, check
+ * that FILE's file system is not shut down yet (open fails with EIO once it
+ * is, on ext4 and XFS): if it is not, everything the writer did so far
+ * completed before the cut.
+ */
+static void ack_check_alive(const struct acker *a)
+{
+	int fd = open(a->file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "torture: %s: %s: file system shut down, ack "
+			"withheld\n", a->file, strerror(errno));
+		exit(4);
+	}
+	close(fd);
+}
+
 static void ack_send(struct acker *a, uint64_t k)
 {
 	int r;
+
+	if (a->sync)
+		ack_check_alive(a);
 
 	if (a->binary) {
 		r = write_all(a->fd, &k, sizeof(k));
@@ -248,10 +284,26 @@ static int run_writer(const struct wopts *o)
 		die_errno(2, "malloc", NULL);
 	ack_open(&a, o);
 	oa_file *f = w_open(o->file);
+	uint64_t start = o->start;
+
+	if (o->relay_fd >= 0) {
+		/* relay: hold the handle open while another writer works and
+		 * dies; then take over after the transaction we are told */
+		uint64_t ready = 0;
+		if (write_all(a.fd, &ready, sizeof(ready)) < 0)
+			die_errno(2, "write ready", NULL);
+		ssize_t n = read(o->relay_fd, &start, sizeof(start));
+		if (n == 0) {
+			oa_close(f);
+			return 0;
+		}
+		if (n != (ssize_t)sizeof(start))
+			die_errno(2, "read relay", NULL);
+	}
 	uint64_t size = w_size(f, o->file);
 
-	for (uint64_t k = o->start + 1;
-	     !o->max_txns || k <= o->start + o->max_txns; k++) {
+	for (uint64_t k = start + 1;
+	     !o->max_txns || k <= start + o->max_txns; k++) {
 		tort_plan(o->seed, k, &p);
 		if (p.big)
 			big_flag(o->big_flag, k);
@@ -461,6 +513,8 @@ static void parse_wopts(struct wopts *o, int argc, char **argv, int i)
 			o->kill_after = parse_u64(v, a);
 		else if (!strcmp(a, "--max-txns"))
 			o->max_txns = parse_u64(v, a);
+		else if (!strcmp(a, "--relay-fd"))
+			o->relay_fd = (int)parse_u64(v, a);
 		else {
 			fprintf(stderr, "torture: unknown option %s\n", a);
 			exit(1);
@@ -677,9 +731,237 @@ struct kcfg {
 struct kres {
 	long rounds, commits, ok_a, ok_b, torn, lost, kp_rounds, kp_hits;
 	long zero_delay;
+	long rec_killed, rec_died_early;
+	long relay_rounds, relay_commits;
 	long kp_hit_at[8], kp_tried_at[8];
 	uint64_t final_k;
 };
+
+/* fork and exec ARGV, in which "@ACK" and "@RELAY" stand for the child's
+ * ends of a new ack pipe (*ACKFD: ours) and, if RELAYFD, of a relay pipe
+ * (*RELAYFD: ours). */
+static pid_t spawn(char *const *argv, int *ackfd, int *relayfd)
+{
+	int ap[2], rp[2] = { -1, -1 };
+	char s_a[16], s_r[16];
+	char *av[40];
+	int n;
+
+	if (pipe2(ap, O_CLOEXEC) < 0 || (relayfd && pipe2(rp, O_CLOEXEC) < 0))
+		die_errno(1, "pipe", NULL);
+	snprintf(s_a, sizeof(s_a), "%d", ap[1]);
+	snprintf(s_r, sizeof(s_r), "%d", rp[0]);
+	for (n = 0; argv[n] && n < 39; n++)
+		av[n] = !strcmp(argv[n], "@ACK") ? s_a
+			: !strcmp(argv[n], "@RELAY") ? s_r : argv[n];
+	av[n] = NULL;
+	pid_t pid = fork();
+	if (pid < 0)
+		die_errno(1, "fork", NULL);
+	if (pid == 0) {
+		fcntl(ap[1], F_SETFD, 0);
+		if (relayfd)
+			fcntl(rp[0], F_SETFD, 0);
+		execv(self_exe, av);
+		_exit(127);
+	}
+	close(ap[1]);
+	*ackfd = ap[0];
+	if (relayfd) {
+		close(rp[0]);
+		*relayfd = rp[1];
+	}
+	return pid;
+}
+
+struct acklist {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void acklist_add(struct acklist *l, uint64_t k)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 256;
+		l->v = realloc(l->v, l->cap * sizeof(*l->v));
+		if (!l->v)
+			die_errno(1, "realloc", NULL);
+	}
+	l->v[l->n++] = k;
+}
+
+/*
+ * Read 8-byte acks from FD into L until end of file (the child is gone) or
+ * DEADLINE (then SIGKILL PID and read on to the end).  With UNTIL_READY,
+ * return 1 as soon as an ack 0 ("ready") comes, without killing.  Returns 1
+ * if the child closed the pipe (died, or exited) before the deadline, else
+ * 0.  Ack 0 is never added to L.  Closes FD unless it returns for ready.
+ */
+static int collect(pid_t pid, int fd, uint64_t deadline, struct acklist *l,
+		   int until_ready)
+{
+	int eof = 0, sent = 0, early = 0;
+	unsigned char part[8];
+	size_t partn = 0;
+
+	for (;;) {
+		uint64_t now = tort_now_us();
+		if (!sent && now >= deadline) {
+			if (until_ready)
+				return 0;
+			kill(pid, SIGKILL);
+			sent = 1;
+		}
+		if (eof)
+			break;
+		int tmo = sent ? -1 : (int)((deadline - now + 999) / 1000);
+		struct pollfd pf = { fd, POLLIN, 0 };
+		int pr = poll(&pf, 1, tmo);
+		if (pr < 0 && errno != EINTR)
+			die_errno(1, "poll", NULL);
+		if (pr <= 0)
+			continue;
+		/* byte by byte when waiting for ready: leave the rest */
+		unsigned char rbuf[4096];
+		ssize_t got = read(fd, rbuf, until_ready ? 8 - partn : sizeof(rbuf));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			eof = 1;
+			early = !sent;
+			continue;
+		}
+		for (ssize_t i = 0; i < got; i++) {
+			part[partn++] = rbuf[i];
+			if (partn < 8)
+				continue;
+			partn = 0;
+			uint64_t k;
+			memcpy(&k, part, 8);
+			if (k == 0) {
+				if (until_ready)
+					return 1;
+				continue;
+			}
+			acklist_add(l, k);
+		}
+	}
+	close(fd);
+	return early;
+}
+
+static int wait_child(pid_t pid)
+{
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			die_errno(1, "waitpid", NULL);
+	return st;
+}
+
+/*
+ * Run a recovery in a child (oa_recover, or with OPEN oa_open + oa_close),
+ * with kill point KP armed, and SIGKILL it after DELAY us.  Returns 1 if it
+ * died of its kill point (or finished) before that, 0 if our kill stopped
+ * it, -1 if it failed (MAY_BE_MISSING: ENOENT is no failure).
+ */
+static int killed_recovery(const char *file, int kp, int open, uint64_t delay,
+			   int may_be_missing)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		die_errno(1, "fork", NULL);
+	if (pid == 0) {
+		if (kp)
+			oa__set_killpoint(kp);
+		if (open) {
+			oa_file *f = oa_open(file, O_RDWR, 0);
+			if (!f || oa_close(f) < 0)
+				goto failed;
+		} else if (oa_recover(file) < 0) {
+			goto failed;
+		}
+		_exit(0);
+failed:
+		if (errno == ENOENT && may_be_missing)
+			_exit(0);
+		fprintf(stderr, "torture: interrupted recovery: %s %s: %s\n",
+			open ? "oa_open" : "oa_recover", file, strerror(errno));
+		_exit(1);
+	}
+	uint64_t t0 = tort_now_us();
+	int st, early = 0;
+	for (;;) {
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w == pid) {
+			early = 1;
+			break;
+		}
+		if (tort_now_us() - t0 >= delay) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+		return -1;
+	return early;
+}
+
+/* oa_open the file read-only and read it all with oa_pread: it must be what
+ * the plain reads saw (v->act). */
+static int lib_read_check(struct verifier *v, const char *file)
+{
+	oa_file *f = oa_open(file, O_RDONLY, 0);
+	struct stat st;
+	uint64_t got = 0;
+
+	if (!f) {
+		if (errno == ENOENT && v->missing)
+			return 0;
+		fprintf(stderr, "torture: oa_open(O_RDONLY) %s after recovery: "
+			"%s\n", file, strerror(errno));
+		return -1;
+	}
+	if (oa_fstat(f, &st) < 0) {
+		fprintf(stderr, "torture: oa_fstat %s: %s\n", file, strerror(errno));
+		oa_close(f);
+		return -1;
+	}
+	if ((uint64_t)st.st_size != v->act_size) {
+		fprintf(stderr, "torture: %s: oa_fstat size %" PRIu64 " but the "
+			"file has %" PRIu64 " bytes\n", file,
+			(uint64_t)st.st_size, v->act_size);
+		oa_close(f);
+		return -1;
+	}
+	while (got < v->act_size) {
+		ssize_t n = oa_pread(f, v->act2 + got, (size_t)(v->act_size - got),
+				     (off_t)got);
+		if (n <= 0) {
+			fprintf(stderr, "torture: oa_pread %s at %" PRIu64 ": %s\n",
+				file, got, n < 0 ? strerror(errno) : "early EOF");
+			oa_close(f);
+			return -1;
+		}
+		got += (uint64_t)n;
+	}
+	int64_t d = tort_first_diff(v->act, v->act_size, v->act2, got);
+	if (d >= 0) {
+		fprintf(stderr, "torture: %s: oa_pread differs from the file's "
+			"bytes at %" PRId64 "\n", file, d);
+		oa_close(f);
+		return -1;
+	}
+	if (oa_close(f) < 0) {
+		fprintf(stderr, "torture: oa_close %s: %s\n", file, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
 
 static int round_failed(const struct kcfg *c, long round, const char *file,
 			const char *fmt, const char *detail)
@@ -730,21 +1012,62 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 			delay = tort_below(&rr, 30001);
 			break;
 		}
+		if (tort_below(&rr, 20) == 0)   /* now and then a long run */
+			delay = 30000 + tort_below(&rr, 170000);
+		/* a third of the rounds: a recovery (oa_recover, or oa_open and
+		 * oa_close) that is itself killed, at random or at a kill point
+		 * of the replay or the checkpoint, before the real one */
+		int kill_rec = !c->mutant && tort_below(&rr, 3) == 0;
+		static const int rec_kps[] = { 0, 0, 3, 4, 5, 6 };
+		int rec_kp = rec_kps[tort_below(&rr, 6)];
+		uint64_t rec_delay = tort_below(&rr, 2) ? tort_below(&rr, 2000)
+						       : 2000 + tort_below(&rr, 28000);
+		int rec_open = (int)tort_below(&rr, 2);
 		if (use_kp)
 			delay = 300000;   /* until it dies, or 0.3 s */
 		else if (delay == 0)
 			r->zero_delay++;
+
+		/* relay rounds: a second writer holds a handle open while the
+		 * first dies at a kill point after its commit point (2..4);
+		 * then it commits the following transactions, and must first
+		 * finish the dead one's (I10) */
+		int relay = !c->mutant && use_kp && kp >= 2 && kp <= 4 &&
+			    tort_below(&rr, 2) == 0;
+		uint64_t relay_txns = 1 + tort_below(&rr, 4);
+		/* half of them: killed at random; the rest must finish */
+		uint64_t relay_delay = tort_below(&rr, 2) ? tort_below(&rr, 50000)
+							 : 0;
 		uint64_t k0 = v.m.k;
 
-		int pfd[2];
-		if (pipe2(pfd, O_CLOEXEC) < 0)
-			die_errno(1, "pipe", NULL);
-		char s_seed[32], s_start[32], s_fd[16], s_kp[16], s_ka[32];
+		char s_seed[32], s_start[32], s_kp[16], s_ka[32], s_rt[16];
 		snprintf(s_seed, sizeof(s_seed), "%" PRIu64, c->seed);
 		snprintf(s_start, sizeof(s_start), "%" PRIu64, k0);
-		snprintf(s_fd, sizeof(s_fd), "%d", pfd[1]);
 		snprintf(s_kp, sizeof(s_kp), "%d", kp);
 		snprintf(s_ka, sizeof(s_ka), "%" PRIu64, kafter);
+		snprintf(s_rt, sizeof(s_rt), "%" PRIu64, relay_txns);
+		struct acklist al = { acks, 0, acks_cap };
+
+		pid_t pid2 = -1;
+		int afd2 = -1, rfd2 = -1;
+		if (relay) {
+			char *argv2[] = { self_exe, (char *)"writer", file, s_seed,
+					  (char *)"--start", s_start,
+					  (char *)"--ack-fd", (char *)"@ACK",
+					  (char *)"--relay-fd", (char *)"@RELAY",
+					  (char *)"--max-txns", s_rt, NULL };
+			pid2 = spawn(argv2, &afd2, &rfd2);
+			if (!collect(pid2, afd2, tort_now_us() + 10000000, &al, 1)) {
+				int st2 = wait_child(pid2);
+				char d[64];
+				snprintf(d, sizeof(d), "(status 0x%x)", st2);
+				verifier_free(&v);
+				free(al.v);
+				return round_failed(c, round, file, "the relay "
+						    "writer did not get ready", d);
+			}
+		}
+
 		char *argv[20];
 		int n = 0;
 		argv[n++] = self_exe;
@@ -759,7 +1082,7 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 		argv[n++] = (char *)"--start";
 		argv[n++] = s_start;
 		argv[n++] = (char *)"--ack-fd";
-		argv[n++] = s_fd;
+		argv[n++] = (char *)"@ACK";
 		if (use_kp) {
 			argv[n++] = (char *)"--killpoint";
 			argv[n++] = s_kp;
@@ -768,70 +1091,20 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 		}
 		argv[n] = NULL;
 
-		pid_t pid = fork();
-		if (pid < 0)
-			die_errno(1, "fork", NULL);
-		if (pid == 0) {
-			fcntl(pfd[1], F_SETFD, 0);
-			execv(self_exe, argv);
-			_exit(127);
-		}
-		close(pfd[1]);
-
-		size_t nacks = 0;
-		int eof = 0, sent = 0, died_first = 0;
-		uint64_t t0 = tort_now_us(), deadline = t0 + delay;
-		char part[8];
-		size_t partn = 0;
-		for (;;) {
-			uint64_t now = tort_now_us();
-			if (!sent && now >= deadline) {
-				kill(pid, SIGKILL);
-				sent = 1;
-			}
-			if (eof)
-				break;
-			int tmo = sent ? -1 : (int)((deadline - now + 999) / 1000);
-			struct pollfd pf = { pfd[0], POLLIN, 0 };
-			int pr = poll(&pf, 1, tmo);
-			if (pr < 0 && errno != EINTR)
-				die_errno(1, "poll", NULL);
-			if (pr <= 0)
-				continue;
-			char rbuf[4096];
-			ssize_t got = read(pfd[0], rbuf, sizeof(rbuf));
-			if (got < 0 && errno == EINTR)
-				continue;
-			if (got <= 0) {
-				eof = 1;
-				died_first = !sent;
-				continue;
-			}
-			for (ssize_t i = 0; i < got; i++) {
-				part[partn++] = rbuf[i];
-				if (partn < 8)
-					continue;
-				partn = 0;
-				if (nacks == acks_cap) {
-					acks_cap = acks_cap ? 2 * acks_cap : 256;
-					acks = realloc(acks, acks_cap * sizeof(*acks));
-					if (!acks)
-						die_errno(1, "realloc", NULL);
-				}
-				memcpy(&acks[nacks++], part, 8);
-			}
-		}
-		close(pfd[0]);
-		int st;
-		while (waitpid(pid, &st, 0) < 0)
-			if (errno != EINTR)
-				die_errno(1, "waitpid", NULL);
+		int afd;
+		pid_t pid = spawn(argv, &afd, NULL);
+		int died_first = collect(pid, afd, tort_now_us() + delay, &al, 0);
+		int st = wait_child(pid);
 		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
 			char d[64];
 			snprintf(d, sizeof(d), "(status 0x%x, start %" PRIu64 ")",
 				 st, k0);
 			verifier_free(&v);
-			free(acks);
+			free(al.v);
+			if (pid2 > 0) {
+				kill(pid2, SIGKILL);
+				wait_child(pid2);
+			}
 			return round_failed(c, round, file,
 					    "the writer did not die by SIGKILL", d);
 		}
@@ -845,13 +1118,79 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 			}
 			r->kp_tried_at[kp]++;
 		}
+		r->commits += (long)al.n;
+		if (relay) {
+			if (died_first) {
+				/* the dead writer's last transaction is committed
+				 * (kill point after the flush): the relay goes on
+				 * after it */
+				uint64_t a1 = al.n ? al.v[al.n - 1] : k0;
+				uint64_t nb = tort_next_commit(c->seed, a1);
+				acklist_add(&al, nb);
+				if (write_all(rfd2, &nb, sizeof(nb)) < 0)
+					die_errno(1, "write relay", NULL);
+				r->relay_rounds++;
+			}
+			close(rfd2);
+			size_t before = al.n;
+			int must_finish = !died_first || !relay_delay;
+			int finished = collect(pid2, afd2, tort_now_us() +
+					       (must_finish ? 5000000 : relay_delay),
+					       &al, 0);
+			if (must_finish && !finished) {
+				wait_child(pid2);
+				fprintf(stderr, "torture kill: round %ld seed %"
+					PRIu64 ": the relay writer (a handle open "
+					"before the first writer died in its commit "
+					"at kill point %d) did not finish %s "
+					"transactions in 5 s: hung?\n", round,
+					c->seed, kp, s_rt);
+				verifier_free(&v);
+				free(al.v);
+				return 1;
+			}
+			r->relay_commits += (long)(al.n - before);
+			r->commits += (long)(al.n - before);
+			int st2 = wait_child(pid2);
+			if (!(WIFEXITED(st2) && WEXITSTATUS(st2) == 0) &&
+			    !(WIFSIGNALED(st2) && WTERMSIG(st2) == SIGKILL)) {
+				char d[64];
+				snprintf(d, sizeof(d), "(status 0x%x, start %" PRIu64
+					 ")", st2, k0);
+				verifier_free(&v);
+				free(al.v);
+				return round_failed(c, round, file,
+						    "the relay writer failed", d);
+			}
+		}
+		acks = al.v;
+		acks_cap = al.cap;
+		size_t nacks = al.n;
 		if (check_acks(&v, acks, nacks) < 0) {
 			verifier_free(&v);
 			free(acks);
 			return round_failed(c, round, file, "bad acks", NULL);
 		}
-		r->commits += (long)nacks;
 		uint64_t a = nacks ? acks[nacks - 1] : k0;
+
+		if (kill_rec) {
+			int rc = killed_recovery(file, rec_kp, rec_open, rec_delay,
+						 a == 0);
+			if (rc < 0) {
+				char d[160];
+				snprintf(d, sizeof(d), "(start %" PRIu64 ", acked %"
+					 PRIu64 ", %s, killpoint %d)", k0, a,
+					 rec_open ? "oa_open" : "oa_recover", rec_kp);
+				verifier_free(&v);
+				free(acks);
+				return round_failed(c, round, file,
+						    "the interrupted recovery failed",
+						    d);
+			}
+			r->rec_killed++;
+			if (rc == 1)
+				r->rec_died_early++;
+		}
 
 		/* recover, read, check */
 		if (!c->mutant && oa_recover(file) < 0 &&
@@ -864,6 +1203,19 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 			return round_failed(c, round, file, "oa_recover failed:", d);
 		}
 		if (read_actual(&v, file, 0) < 0) {
+			verifier_free(&v);
+			free(acks);
+			return 1;
+		}
+		/* recovered: nothing may be left pending */
+		int chk;
+		if (!c->mutant && !v.missing &&
+		    (chk = oa__check(file, NULL, NULL)) != 0) {
+			fprintf(stderr, "torture kill: round %ld seed %" PRIu64
+				": after oa_recover, oa__check returns %d (%s); "
+				"it says:\n", round, c->seed, chk,
+				chk < 0 ? strerror(errno) : "not clean");
+			oa__check(file, NULL, stderr);
 			verifier_free(&v);
 			free(acks);
 			return 1;
@@ -894,7 +1246,10 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 				"seed %" PRIu64 ": writer started at txn %" PRIu64
 				", last acked txn %" PRIu64 ", next commit %" PRIu64
 				", %s\n", vname[cls], round, c->seed, k0, a, v.nb,
-				use_kp ? "killpoint round" : "timed kill");
+				relay ? "killpoint round with a relay writer taking "
+				"over (the last acked txn is the one the first "
+				"writer died committing)"
+				: use_kp ? "killpoint round" : "timed kill");
 			fprintf(stderr, "  writer: %s writer %s %s --start %s "
 				"--ack-fd N%s%s%s%s (delay %" PRIu64 " us)\n",
 				self_exe, file, s_seed, s_start,
@@ -940,6 +1295,15 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 					round, c->seed, v.act_size, v.act2_size,
 					tort_first_diff(v.act, v.act_size, v.act2,
 							v.act2_size));
+				verifier_free(&v);
+				free(acks);
+				return 1;
+			}
+			/* and the library's readers see the same */
+			if (lib_read_check(&v, file) < 0) {
+				fprintf(stderr, "torture kill: round %ld seed %"
+					PRIu64 ": start %" PRIu64 ", acked %" PRIu64
+					"\n", round, c->seed, k0, a);
 				verifier_free(&v);
 				free(acks);
 				return 1;
@@ -1070,6 +1434,11 @@ static int cmd_kill(int argc, char **argv, int i)
 	printf("  (%.1fs; state = acked %ld, in-flight commit survived %ld; "
 	       "zero-delay kills %ld; final txn %" PRIu64 ")\n", secs, r.ok_a,
 	       r.ok_b, r.zero_delay, r.final_k);
+	printf("  relay rounds (a second handle takes over from a dead "
+	       "committer) %ld, their commits %ld\n", r.relay_rounds,
+	       r.relay_commits);
+	printf("  interrupted recoveries %ld (%ld finished or hit their kill "
+	       "point first)\n", r.rec_killed, r.rec_died_early);
 	printf("  killpoint rounds %ld, hit %ld; per point hit/tried:",
 	       r.kp_rounds, r.kp_hits);
 	for (int p = 1; p <= 6; p++)
@@ -1287,7 +1656,7 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return cmd_kill(argc, argv, 1);
 	const char *m = argv[1];
-	struct wopts o = { NULL, 0, 0, -1, NULL, NULL, 0, 0, 0 };
+	struct wopts o = { NULL, 0, 0, -1, NULL, NULL, 0, 0, 0, -1 };
 
 	if (!strcmp(m, "kill"))
 		return cmd_kill(argc, argv, 2);
