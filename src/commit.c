@@ -159,9 +159,7 @@ int oa_journal_acquire(struct oa_file *f)
 		f->jslot_seq = r == 0 ? s.slot_seq : 0;
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			goto fail;
-		r = oa_heal_locked(f);
-		if (r == 0)
-			r = oa_live_read(f, &l);
+		r = oa_heal_locked(f, &l);
 		/* I6: a journal left by a dead handle may hold commits newer
 		 * than the checkpoint; checkpoint before overwriting them. */
 		if (r == 0 && live_jmax(&l, k) > l.ckpt_seq)
@@ -194,12 +192,15 @@ int oa_rec_close(struct oa_file *f)
 		f->rec_open = false;
 		return 0;
 	}
+	if (f->rec_hdr_ok)
+		goto closed;
 	r = (struct oa_rec){ .type = OA_REC_DATA, .gen = f->gen,
 			     .lsn = f->rec_lsn, .tx = f->tx_id,
 			     .len = f->rec_len, .body_crc = f->rec_crc };
 	oa_rec_encode(h, &r);
 	if (oa_pwrite_full(f->jfd, h, sizeof(h), (off_t)f->rec_lsn) < 0)
 		return -1;
+closed:
 	f->rec_open = false;
 	end = oa_align_up(f->rec_lsn + OA_REC_HDR + f->rec_len, OA_REC_ALIGN);
 	if (end > f->pos)
@@ -268,7 +269,26 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 	crc = f->rec_crc;
 	for (int i = 0; i < cnt; i++)
 		crc = oa_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
-	if (pwritev_full(f->jfd, iov, cnt, (off_t)payload) < 0) {
+	/* A new record goes out with its header, written as if this were all
+	 * of it: one call for the common one-write record; a record that
+	 * grows gets its header rewritten when it is closed. */
+	int r;
+	bool fresh = f->rec_len == 0 && cnt < 64;
+	if (fresh) {
+		unsigned char h[OA_REC_HDR];
+		struct iovec v[64];
+		struct oa_rec rh = { .type = OA_REC_DATA, .gen = f->gen,
+				     .lsn = f->rec_lsn, .tx = f->tx_id,
+				     .len = total, .body_crc = crc };
+		oa_rec_encode(h, &rh);
+		v[0] = (struct iovec){ h, sizeof(h) };
+		memcpy(v + 1, iov, sizeof(*iov) * (size_t)cnt);
+		r = pwritev_full(f->jfd, v, cnt + 1, (off_t)f->rec_lsn);
+	} else {
+		r = pwritev_full(f->jfd, iov, cnt, (off_t)payload);
+	}
+	f->rec_hdr_ok = fresh && r == 0;
+	if (r < 0) {
 		/* Part of it may be in the journal.  Never write this range of
 		 * the journal again in this generation: close what the record
 		 * had and move past the failed bytes. */
@@ -345,9 +365,18 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 		if (i == 0)
 			oa_killpoint(OA_KP_HALF_APPLIED);
 	}
-	if (oa_xfstat(f->tfd, &st) < 0)
-		goto out;
-	if ((uint64_t)st.st_size != ch->final_size &&
+	/* Truncated to trunc_min (or not), then written up to the end of the
+	 * last op: the size is known without asking. */
+	uint64_t size = (uint64_t)st.st_size;
+	if (ch->trunc_min != OA_NO_TRUNC && size > ch->trunc_min)
+		size = ch->trunc_min;
+	if (ch->nops) {
+		const unsigned char *last = ops + (ch->nops - 1) * OA_OP_BYTES;
+		uint64_t e = oa_get64(last) + oa_get64(last + 8);
+		if (e > size)
+			size = e;
+	}
+	if (size != ch->final_size &&
 	    oa_xftruncate(f->tfd, (off_t)ch->final_size) < 0)
 		goto out;
 	r = 0;
@@ -448,8 +477,7 @@ int oa_commit_journal(struct oa_file *f)
 	}
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		goto fail_free;
-	if (oa_heal_locked(f) < 0 || oa_live_read(f, &l) < 0 ||
-	    oa_xfstat(f->tfd, &st) < 0)
+	if (oa_heal_locked(f, &l) < 0 || oa_xfstat(f->tfd, &st) < 0)
 		goto fail_unlock;
 
 	/* The size the transaction leaves, against the size committed now:

@@ -258,7 +258,7 @@ static int open_recover(struct oa_file *f)
 		return -1;
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
-	r = oa_heal_locked(f);
+	r = oa_heal_locked(f, NULL);
 	int e = errno;
 	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 	errno = e;
@@ -482,7 +482,7 @@ static int read_lock(struct oa_file *f)
 		oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			return -1;
-		int r = oa_heal_locked(f);
+		int r = oa_heal_locked(f, NULL);
 		int e = errno;
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 		if (r < 0) {
@@ -631,10 +631,17 @@ static bool too_big(struct oa_file *f, uint64_t end)
 	struct rlimit rl;
 	if (end > OA_OFF_MAX)
 		return true;
+	/* Sizes up to the largest one already seen to fit need no asking. */
+	if (end <= f->size_ok)
+		return false;
 	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
 	    end > rl.rlim_cur)
 		return true;
-	return oa_sys->lseek(f->tfd, (off_t)end, SEEK_SET) < 0 && errno == EINVAL;
+	if (oa_sys->lseek(f->tfd, (off_t)end, SEEK_SET) < 0 && errno == EINVAL)
+		return true;
+	/* Ask again past a limit later lowered: only while under 1 GiB. */
+	f->size_ok = end < (1ull << 30) ? end : (1ull << 30);
+	return false;
 }
 
 static int writable(struct oa_file *f)
@@ -818,7 +825,7 @@ int oa_close(oa_file *f)
 		oa_xclose(f->jfd);
 		f->jfd = -1;
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) == 0) {
-			r = oa_heal_locked(f);
+			r = oa_heal_locked(f, NULL);
 			if (r == 0)
 				r = oa_checkpoint_locked(f);
 			if (r == 0)

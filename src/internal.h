@@ -59,6 +59,8 @@ struct oa_file {
 	uint64_t t_min;     /* smallest length truncated to */
 	uint64_t t_last;    /* last length truncated to */
 	uint64_t txn_bytes; /* bytes written into the journal by this txn */
+	uint64_t size_ok;   /* file sizes up to this are known to be allowed */
+	bool rec_hdr_ok;    /* the open record's header on disk is current */
 
 	unsigned char *buf; /* OA_BUF_BYTES */
 };
@@ -112,7 +114,8 @@ int oa_recover_locked(struct oa_file *f);
 int oa_needs_recovery(struct oa_file *f);
 /* If the live area says a committer died mid-commit, recover.  Caller holds
  * COMMIT. */
-int oa_heal_locked(struct oa_file *f);
+/* LP (may be NULL) receives the live area as it is afterwards. */
+int oa_heal_locked(struct oa_file *f, struct oa_live *lp);
 /* Apply one commit (already validated) from journal JFD into f->tfd. */
 int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	     const unsigned char *ops);

@@ -543,17 +543,19 @@ out:
 	return ret;
 }
 
-int oa_heal_locked(struct oa_file *f)
+int oa_heal_locked(struct oa_file *f, struct oa_live *lp)
 {
 	struct oa_live l;
-	if (oa_live_read(f, &l) < 0)
+	if (!lp)
+		lp = &l;
+	if (oa_live_read(f, lp) < 0)
 		return -1;
-	if (l.dirty_seq == 0 || MUTANT(6))
+	if (lp->dirty_seq == 0 || MUTANT(6))
 		return 0;
 	/* We hold COMMIT, so whoever set the marker is gone (I10). */
-	if (oa_target_writable(f) < 0)
+	if (oa_target_writable(f) < 0 || oa_recover_locked(f) < 0)
 		return -1;
-	return oa_recover_locked(f);
+	return oa_live_read(f, lp);
 }
 
 /* For a reader that may not write: is there a committed transaction the
