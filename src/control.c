@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -113,6 +114,37 @@ static int fill_ctl(struct oa_file *f, int fd, void *arg)
 	return oa_live_write(f, &l);
 }
 
+/*
+ * The live area is state shared between the processes that have the file
+ * open, never durable: a shared mapping makes reading and updating it plain
+ * memory accesses (no system call, no timestamp update, no file-system
+ * transaction), as SQLite does with its -shm file.  The page holding it is
+ * inside the file (created at 8192 + OA_LIVE_BYTES), so no access can fault
+ * unless someone truncates the control file behind our back.  Where mapping
+ * fails, pread/pwrite do the same job.
+ */
+static void map_live(struct oa_file *f)
+{
+	struct stat st;
+	void *p;
+	f->live = NULL;
+	if (!oa_sys->mmap || oa_xfstat(f->cfd, &st) < 0 ||
+	    st.st_size < OA_LIVE_OFF + OA_LIVE_BYTES)
+		return;
+	p = oa_sys->mmap(NULL, 4096, f->cfd_rw ? PROT_READ | PROT_WRITE
+					       : PROT_READ,
+			 MAP_SHARED, f->cfd, OA_LIVE_OFF);
+	if (p != MAP_FAILED)
+		f->live = p;
+}
+
+void oa_ctl_unmap(struct oa_file *f)
+{
+	if (f->live && oa_sys->munmap)
+		oa_sys->munmap(f->live, 4096);
+	f->live = NULL;
+}
+
 int oa_ctl_open(struct oa_file *f, bool create)
 {
 	char name[NAME_MAX + 1];
@@ -136,6 +168,7 @@ int oa_ctl_open(struct oa_file *f, bool create)
 			}
 			f->cfd = fd;
 			f->cfd_rw = rw;
+			map_live(f);
 			return 0;
 		}
 		if (errno != ENOENT || !create)
@@ -144,6 +177,7 @@ int oa_ctl_open(struct oa_file *f, bool create)
 		if (fd >= 0) {
 			f->cfd = fd;
 			f->cfd_rw = true;
+			map_live(f);
 			return 0;
 		}
 		f->cfd = -1;
@@ -158,11 +192,18 @@ int oa_ctl_open(struct oa_file *f, bool create)
 int oa_live_read(struct oa_file *f, struct oa_live *l)
 {
 	unsigned char b[OA_LIVE_BYTES];
-	ssize_t r = oa_xpread(f->cfd, b, sizeof(b), OA_LIVE_OFF);
-	if (r < 0)
-		return -1;
-	if (r < (ssize_t)sizeof(b))
-		memset(b + r, 0, sizeof(b) - (size_t)r);
+	if (f->live) {
+		/* Written only under COMMIT; the fences order our accesses
+		 * with the file I/O around them. */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		memcpy(b, f->live, sizeof(b));
+	} else {
+		ssize_t r = oa_xpread(f->cfd, b, sizeof(b), OA_LIVE_OFF);
+		if (r < 0)
+			return -1;
+		if (r < (ssize_t)sizeof(b))
+			memset(b + r, 0, sizeof(b) - (size_t)r);
+	}
 	l->magic = oa_get64(b);
 	l->last_seq = oa_get64(b + 8);
 	l->dirty_seq = oa_get64(b + 16);
@@ -187,6 +228,11 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l)
 	oa_put64(b + 24, l->ckpt_seq);
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
 		oa_put64(b + 32 + 8 * i, l->jmax[i]);
+	if (f->live && f->cfd_rw) {
+		memcpy(f->live, b, sizeof(b));
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		return 0;
+	}
 	return oa_pwrite_full(f->cfd, b, sizeof(b), OA_LIVE_OFF);
 }
 

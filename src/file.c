@@ -42,6 +42,7 @@ void oa_handle_free(struct oa_file *f)
 	if (!f)
 		return;
 	oa_xclose(f->jfd);
+	oa_ctl_unmap(f);
 	oa_xclose(f->cfd);
 	if (f->dfd != f->tdirfd)
 		oa_xclose(f->dfd);

@@ -31,6 +31,7 @@ struct oa_file {
 	bool tfd_rw;        /* tfd open for writing */
 	bool latched;       /* a flush failed: every call but close is EIO */
 	bool cfd_rw;
+	unsigned char *live;  /* the live area, mapped shared (NULL: use I/O) */
 
 	char *prefix;       /* ".NAME" or ".NAME.<ino>" (journal_dir given) */
 	uint64_t ino, igen; /* identity of the file, kept in every header */
@@ -88,6 +89,7 @@ int oa_rec_decode(const unsigned char in[OA_REC_HDR], struct oa_rec *r);
 /* ---- control.c ---- */
 int oa_ctl_open(struct oa_file *f, bool create);
 int oa_live_read(struct oa_file *f, struct oa_live *l);
+void oa_ctl_unmap(struct oa_file *f);
 int oa_live_write(struct oa_file *f, const struct oa_live *l);
 /* Durable checkpoint record: every commit with seq <= CKPT is durable in the
  * file.  Flushes the control file. */

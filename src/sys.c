@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -70,6 +71,8 @@ const struct oa_sysops oa_sys_linux = {
 	.ioctl = linux_ioctl,
 	.statx = linux_statx,
 	.pwritev2 = pwritev2,
+	.mmap = mmap,
+	.munmap = munmap,
 };
 
 const struct oa_sysops *oa_sys = &oa_sys_linux;

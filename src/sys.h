@@ -53,6 +53,12 @@ struct oa_sysops {
 		     void *statxbuf);
 	ssize_t (*pwritev2)(int fd, const struct iovec *iov, int cnt, off_t off,
 			    int flags);
+	/* Shared mappings, for the control file's live area only (volatile
+	 * state: a simulator may leave these NULL; the library then uses
+	 * pread/pwrite). */
+	void *(*mmap)(void *addr, size_t len, int prot, int flags, int fd,
+		      off_t off);
+	int (*munmap)(void *addr, size_t len);
 };
 
 /* The table in use.  Never NULL. */
