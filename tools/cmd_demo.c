@@ -287,6 +287,16 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Set by SIGINT, SIGTERM or SIGPIPE (output closed): finish the round,
+ * clean up, stop. */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
 /* ---- the writer (child) ---- */
 
 static void send_ack(int fd, uint64_t t)
@@ -574,10 +584,14 @@ static int run_method(const struct demo *d, struct method *m)
 	}
 	close(fd);
 
+	if (d->verbose)
+		printf("%s:\n", m->name);
 	for (unsigned i = 1; i <= d->kills; i++) {
 		unsigned delay = (unsigned)(rng_next(&delays) %
 					    (DEMO_MAX_DELAY_US + 1));
 
+		if (interrupted)
+			return tool_errorf(NULL, "demo: interrupted");
 		if (round_once(d, m, &cur, delay, i))
 			return TOOL_EXIT_ERR;
 	}
@@ -638,6 +652,8 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 	struct method plain = { .name = "plain pwrite", .lib = 0 };
 	const char *base = getenv("TMPDIR");
 	char dir[PATH_MAX - 32], how[64];
+	struct sigaction sa = { .sa_flags = 0 }, old_int, old_term,
+			 old_pipe;
 	int keep = 0, opt, ret;
 	uint64_t v;
 
@@ -704,13 +720,21 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 	       DEMO_MAXSET, DEMO_BLOCK / 1024, DEMO_SIZE / 1024, d.kills,
 	       DEMO_MAX_DELAY_US / 1000, d.seed,
 	       d.think_us ? ", think time set" : "");
+	/* Ctrl-C (or a closed output) ends the demo after the current round,
+	 * so that the scratch directory is still removed (the writers inherit the handler and
+	 * are killed by us as usual). */
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	sigaction(SIGPIPE, &sa, &old_pipe);
 	ret = run_method(&d, &lib);
 	if (ret == 0) {
 		describe_method(&lib, how, sizeof(how));
 		ret = run_method(&d, &plain);
 	}
 	if (ret == 0) {
-		printf("\nin %s (oatomic: %s)\n\n", dir, how);
+		printf("\nran in %s; oatomic used %s\n\n", dir, how);
 		printf("%-14s %7s %9s %6s %6s %8s\n", "method", "kills",
 		       "commits", "torn", "lost", "time");
 		for (int i = 0; i < 2; i++) {
@@ -737,6 +761,9 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 		if (lib.torn || lib.lost)
 			ret = TOOL_EXIT_ERR;
 	}
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	sigaction(SIGPIPE, &old_pipe, NULL);
 out:
 	free(d.img);
 	free(d.file);

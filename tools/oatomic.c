@@ -91,6 +91,10 @@ int tool_error_jdir(const char *path, const char *jdir, const char *what,
 		if (!S_ISDIR(st.st_mode))
 			return tool_error(jdir, "journal directory", ENOTDIR);
 	}
+	/* oa_open's EINVAL for a path that is no regular file */
+	if (err == EINVAL && !what && stat(path, &st) == 0 &&
+	    !S_ISREG(st.st_mode))
+		return tool_errorf(path, "not a regular file");
 	return tool_error(path, what, err);
 }
 

@@ -48,7 +48,8 @@ int tool_error(const char *path, const char *what, int err);
 
 /* tool_error() for a library call on PATH with the journal in JDIR (NULL:
  * beside PATH): blames JDIR when it is JDIR that is missing or not a
- * directory, as the library's errno alone cannot say which. */
+ * directory, as the library's errno alone cannot say which, and says "not
+ * a regular file" for oa_open's EINVAL on one. */
 int tool_error_jdir(const char *path, const char *jdir, const char *what,
 		    int err);
 
