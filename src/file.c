@@ -321,7 +321,7 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 			goto fail;
 		}
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->tfd);
-		n = readlink(proc, real, PATH_MAX - 1);
+		n = oa_sys->readlinkat(AT_FDCWD, proc, real, PATH_MAX - 1);
 		if (n > 0 && real[0] == '/') {
 			real[n] = 0;
 			f->tdirfd = open_parent(AT_FDCWD, real, &base);

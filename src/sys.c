@@ -66,6 +66,7 @@ const struct oa_sysops oa_sys_linux = {
 	.renameat = renameat,
 	.unlinkat = unlinkat,
 	.linkat = linkat,
+	.readlinkat = readlinkat,
 	.getdents64 = linux_getdents64,
 	.lock = linux_lock,
 	.ioctl = linux_ioctl,

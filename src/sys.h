@@ -43,6 +43,7 @@ struct oa_sysops {
 	int (*unlinkat)(int dirfd, const char *path, int flags);
 	int (*linkat)(int olddirfd, const char *old, int newdirfd,
 		      const char *new_, int flags);
+	ssize_t (*readlinkat)(int dirfd, const char *path, char *buf, size_t n);
 	/* getdents64(2): list a directory (recovery finds journals this way) */
 	ssize_t (*getdents64)(int fd, void *buf, size_t n);
 	/* fcntl(fd, F_OFD_SETLK / F_OFD_SETLKW / F_OFD_GETLK, fl) */
