@@ -121,6 +121,8 @@ struct oa_ioinfo {
  * Returns a handle, or NULL with errno:
  *   the errors of open(2) for PATH (ENOENT, EEXIST, EACCES, ELOOP, EISDIR,
  *   EROFS, ENAMETOOLONG, ...);
+ *   ENAMETOOLONG  also when NAME leaves no room for ".NAME.oaj-K" within
+ *            NAME_MAX (names longer than about NAME_MAX - 12 bytes);
  *   EINVAL   flags has O_APPEND, O_DIRECT, O_PATH, O_TMPFILE or O_DIRECTORY,
  *            or PATH is not a regular file;
  *   EUCLEAN  a journal of the file is damaged (see `oatomic check`);

@@ -37,6 +37,14 @@ void oa_handle_free(struct oa_file *f);
 
 enum { P_WORK = 0, P_CHECK = 1, P_RECOVER = 2 };
 
+/* Does ".NAME.oaj-4095" fit in NAME_MAX for PATH's last component? */
+static bool journal_name_fits(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	return strlen(b) + sizeof(".oaj-4095") <= NAME_MAX;
+}
+
 void oa_handle_free(struct oa_file *f)
 {
 	if (!f)
@@ -282,6 +290,10 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 	if (acc == O_ACCMODE || (flags & (O_APPEND | O_DIRECT | O_PATH)) ||
 	    (flags & O_TMPFILE) == O_TMPFILE || (flags & O_DIRECTORY)) {
 		errno = EINVAL;
+		return NULL;
+	}
+	if (acc != O_RDONLY && !journal_name_fits(path)) {
+		errno = ENAMETOOLONG;   /* before O_CREAT makes anything */
 		return NULL;
 	}
 	f = handle_new();

@@ -590,8 +590,16 @@ int oa__check(const char *path, const char *jdir, FILE *out)
 	int ret = 0, r;
 
 	f = oa_handle_for(AT_FDCWD, path, 1, jdir);
-	if (!f)
-		return -1;
+	if (!f) {
+		if (errno != EPERM)
+			return -1;
+		/* oa_ctl_open refused the control file (SPEC 10). */
+		if (out)
+			fprintf(out, "%s: control file is not a regular file owned "
+				"by the file's owner, root or you, or is writable "
+				"by others: not trusted\n", path);
+		return 2;
+	}
 	if (f->cfd < 0) {
 		if (out)
 			fprintf(out, "%s: clean (no journal)\n", path);

@@ -656,6 +656,29 @@ static void test_fifo(void)
 	}
 }
 
+/* A name that leaves no room for ".NAME.oaj-K" is refused before O_CREAT
+ * makes anything, not at the first write. */
+static void test_long_name(void)
+{
+	char name[256];
+	const char *path;
+	struct stat st;
+
+	memset(name, 'n', 250);
+	name[250] = 0;
+	path = tu_path("%s", name);
+	CHECK_NULL_ERR(oa_open(path, O_RDWR | O_CREAT, 0644), ENAMETOOLONG);
+	CHECK(stat(path, &st) < 0 && errno == ENOENT);
+	/* 240 bytes fit: open, write, commit work. */
+	name[240] = 0;
+	path = tu_path("%s", name);
+	oa_file *f = tu_oa_open(path, O_RDWR | O_CREAT, 0644);
+	tu_oa_pwrite(f, "x", 1, 0);
+	CHECK_OK(oa_commit(f));
+	CHECK_OK(oa_close(f));
+	CHECK_FILE(path, "x", 1, 1);
+}
+
 int main(void)
 {
 	tu_alarm(240);
@@ -667,5 +690,6 @@ int main(void)
 	test_damaged();
 	test_unsafe_journal();
 	test_fifo();
+	test_long_name();
 	return 0;
 }
