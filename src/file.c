@@ -292,7 +292,7 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (acc != O_RDONLY && !journal_name_fits(path)) {
+	if (purpose == P_WORK && acc != O_RDONLY && !journal_name_fits(path)) {
 		errno = ENAMETOOLONG;   /* before O_CREAT makes anything */
 		return NULL;
 	}
