@@ -1,0 +1,75 @@
+#!/bin/bash
+# fsmatrix.sh - the conformance tests and a kill torture on every kind of
+# file system the library claims: tmpfs, and XFS and Btrfs on loop devices
+# (ext4 is where the rest of the suite runs, and powercut.sh covers ext4 and
+# XFS with real power cuts).
+# timeout: 900
+#
+# Needs root and loop devices for XFS and Btrfs (a file system whose mkfs is
+# missing is skipped with a note; all missing: SKIP).  Environment:
+# FSMATRIX_FS (default "tmpfs xfs btrfs"), FSMATRIX_KILLS (default 200).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${BUILD:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+work=${OA_TEST_DIR:-$(mktemp -d)}
+FSLIST=${FSMATRIX_FS:-tmpfs xfs btrfs}
+KILLS=${FSMATRIX_KILLS:-200}
+TESTS="conf_commit conf_ryw conf_visibility conf_abort_close conf_errors
+       conf_recover conf_concurrency conf_perms unit_recover"
+
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (mount)"; exit 77; }
+
+mnt=""
+cleanup() {
+	[ -n "$mnt" ] && mountpoint -q "$mnt" && umount "$mnt"
+	[ -n "${loopdev:-}" ] && losetup -d "$loopdev" 2>/dev/null
+	loopdev=""
+}
+trap cleanup EXIT
+
+ran=0 failed=0
+for fs in $FSLIST; do
+	mnt=$work/mnt-$fs
+	mkdir -p "$mnt"
+	loopdev=""
+	case $fs in
+	tmpfs)
+		mount -t tmpfs -o size=1g tmpfs "$mnt" || { echo "$fs: mount failed"; failed=1; continue; } ;;
+	xfs|btrfs)
+		command -v "mkfs.$fs" >/dev/null || { echo "NOTE: no mkfs.$fs: $fs skipped"; continue; }
+		img=$work/$fs.img
+		truncate -s 1G "$img"
+		if [ "$fs" = xfs ]; then mkfs.xfs -q -f "$img" >/dev/null 2>&1
+		else mkfs.btrfs -q -f "$img" >/dev/null 2>&1; fi || { echo "$fs: mkfs failed"; failed=1; continue; }
+		loopdev=$(losetup -f --show "$img") || { echo "SKIP: no loop device"; exit 77; }
+		mount "$loopdev" "$mnt" || { echo "$fs: mount failed"; failed=1; cleanup; continue; } ;;
+	*) echo "unknown file system $fs"; failed=1; continue ;;
+	esac
+	# conf_perms runs a part as an unprivileged user: it must be able to
+	# walk down to its scratch directory.
+	chmod 0711 "$work" "$mnt"
+	ran=$((ran + 1))
+	for t in $TESTS; do
+		d=$(mktemp -d "$mnt/$t.XXXXXX")
+		if OA_TEST_DIR=$d timeout 300 "$build/tests/$t" >"$work/$fs-$t.log" 2>&1; then
+			echo "$fs: $t ok"
+		else
+			echo "$fs: $t FAILED"; grep -v '^NOTE' "$work/$fs-$t.log" | tail -5
+			failed=1
+		fi
+		rm -rf "$d"
+	done
+	d=$(mktemp -d "$mnt/torture.XXXXXX")
+	if OA_TEST_DIR=$d TORTURE_KILLS=$KILLS timeout 600 "$build/tests/torture" kill \
+	     --no-selftest >"$work/$fs-torture.log" 2>&1; then
+		echo "$fs: torture $(grep -o 'kills=.*' "$work/$fs-torture.log" | tail -1)"
+	else
+		echo "$fs: torture FAILED"; tail -8 "$work/$fs-torture.log"; failed=1
+	fi
+	rm -rf "$d"
+	cleanup
+done
+[ $ran -gt 0 ] || { echo "SKIP: no file system could be made"; exit 77; }
+exit $failed
