@@ -110,10 +110,32 @@ static uint64_t live_jmax(const struct oa_live *l, int k)
 	return k < OA_LIVE_JMAX ? l->jmax[k] : l->last_seq;
 }
 
+/*
+ * Start this handle's journal over.  I6: every commit it holds must be
+ * checkpointed first, so checkpoint when the live area says it holds one
+ * newer than the checkpoint.  Then a new generation; and a journal grown
+ * beyond KEEP bytes is cut back to its initial size.  Caller holds COMMIT
+ * and has healed (the live area is current).
+ */
+int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
+{
+	struct oa_live l;
+	struct stat js;
+
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	if (live_jmax(&l, f->jidx) > l.ckpt_seq && oa_checkpoint_locked(f) < 0)
+		return -1;
+	if (oa_journal_reset(f) < 0)
+		return -1;
+	if (oa_xfstat(f->jfd, &js) == 0 && (uint64_t)js.st_size > keep)
+		oa_xftruncate(f->jfd, OA_JRNL_INITIAL);
+	return 0;
+}
+
 int oa_journal_acquire(struct oa_file *f)
 {
 	char name[NAME_MAX + 1];
-	struct oa_live l;
 	struct oa_slot s;
 	int fd, r;
 
@@ -159,13 +181,11 @@ int oa_journal_acquire(struct oa_file *f)
 		f->jslot_seq = r == 0 ? s.slot_seq : 0;
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			goto fail;
-		r = oa_heal_locked(f, &l);
-		/* I6: a journal left by a dead handle may hold commits newer
-		 * than the checkpoint; checkpoint before overwriting them. */
-		if (r == 0 && live_jmax(&l, k) > l.ckpt_seq)
-			r = oa_checkpoint_locked(f);
+		/* A journal left by a dead handle may hold commits newer
+		 * than the checkpoint: recycling checkpoints them first. */
+		r = oa_heal_locked(f, NULL);
 		if (r == 0)
-			r = oa_journal_reset(f);
+			r = oa_journal_recycle_locked(f, UINT64_MAX);
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 		if (r < 0)
 			goto fail;
@@ -570,26 +590,19 @@ int oa_commit_journal(struct oa_file *f)
 	f->pos = oa_align_up(lsn + OA_REC_HDR + body, OA_REC_ALIGN);
 	f->rec_open = false;
 	oa_txn_drop(f);
-	if (f->pos > OA_JRNL_CKPT) {
-		if (oa_checkpoint_locked(f) < 0) {
-			f->latched = true;
-			e = errno;
-			oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-			errno = e;
-			return -1;
-		}
-		oa_journal_reset(f);
-		struct stat js;
-		if (oa_xfstat(f->jfd, &js) == 0 && js.st_size > OA_JRNL_RETAIN)
-			oa_xftruncate(f->jfd, OA_JRNL_INITIAL);
+	/* This commit is newer than the checkpoint, so recycling the full
+	 * journal checkpoints; a failure there latches (I9). */
+	if (f->pos > OA_JRNL_CKPT &&
+	    oa_journal_recycle_locked(f, OA_JRNL_RETAIN) < 0) {
+		f->latched = true;
+		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		return -1;
 	}
 	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 	return 0;
 
 fail_unlock:
-	e = errno;
 	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-	errno = e;
 fail_free:
 	free(rec);
 	return -1;

@@ -31,11 +31,7 @@
 
 #define OA_OFF_MAX ((uint64_t)INT64_MAX)
 
-struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
-			      const char *jdir);
-void oa_handle_free(struct oa_file *f);
-
-enum { P_WORK = 0, P_CHECK = 1, P_RECOVER = 2 };
+enum { P_WORK = 0, P_CHECK = OA_PURPOSE_CHECK, P_RECOVER = 2 };
 
 /* Does ".NAME.oaj-4095" fit in NAME_MAX for PATH's last component? */
 static bool journal_name_fits(const char *path)
@@ -237,9 +233,7 @@ static int open_recover(struct oa_file *f)
 			if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
 				return -1;
 			r = oa_needs_recovery(f);
-			int e = errno;
 			oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-			errno = e;
 			if (r > 0) {
 				errno = EACCES;  /* recovery needs write access */
 				return -1;
@@ -251,11 +245,9 @@ static int open_recover(struct oa_file *f)
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			return -1;
 		r = oa_recover_locked(f);
-		int e = errno;
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 		if (r < 0) {
 			oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0);
-			errno = e;
 			return -1;
 		}
 		/* Downgrade: converting our own lock is atomic. */
@@ -268,9 +260,7 @@ static int open_recover(struct oa_file *f)
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
 	r = oa_heal_locked(f, NULL);
-	int e = errno;
 	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-	errno = e;
 	return r;
 }
 
@@ -379,9 +369,7 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			goto fail;
 		int r = oa_recover_locked(f);
-		int e = errno;
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-		errno = e;
 		if (r < 0)
 			goto fail;
 	}
@@ -496,12 +484,9 @@ static int read_lock(struct oa_file *f)
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			return -1;
 		int r = oa_heal_locked(f, NULL);
-		int e = errno;
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-		if (r < 0) {
-			errno = e;
+		if (r < 0)
 			return -1;
-		}
 	}
 }
 
@@ -597,11 +582,7 @@ again:
 	}
 	ret = (ssize_t)(end - (uint64_t)off);
 out:
-	{
-		int e = errno;
-		read_unlock(f);
-		errno = e;
-	}
+	read_unlock(f);
 	/* Read without a lock because no writer had ever come: if one has
 	 * come meanwhile (its control file exists before its first apply), the
 	 * read may have crossed a commit.  Read again, locked. */
@@ -627,9 +608,7 @@ int oa_fstat(oa_file *f, struct stat *st)
 	r = oa_xfstat(f->tfd, st);
 	if (r == 0 && f->pending)
 		st->st_size = (off_t)view_size(f, (uint64_t)st->st_size);
-	int e = errno;
 	read_unlock(f);
-	errno = e;
 	return r;
 }
 
@@ -772,28 +751,17 @@ int oa_commit(oa_file *f)
 /* Reclaim journal space when aborted data alone has filled it. */
 static int reclaim(struct oa_file *f)
 {
-	int r = 0;
+	int r;
 	if (f->jfd < 0 || f->pos <= OA_JRNL_CKPT)
 		return 0;
 	/* (reached when aborted data alone passed the checkpoint mark, or a
 	 * failed big transaction grew the journal) */
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
-	struct oa_live l;
-	r = oa_live_read(f, &l);
-	/* I6 */
-	if (r == 0 && (f->jidx >= OA_LIVE_JMAX || l.jmax[f->jidx] > l.ckpt_seq))
-		r = oa_checkpoint_locked(f);
-	if (r == 0)
-		r = oa_journal_reset(f);
-	/* Give back what an aborted transaction grew the journal by: it may
+	/* Give back all an aborted transaction grew the journal by: it may
 	 * be why the disk is full. */
-	struct stat js;
-	if (r == 0 && oa_xfstat(f->jfd, &js) == 0 && js.st_size > OA_JRNL_INITIAL)
-		oa_xftruncate(f->jfd, OA_JRNL_INITIAL);
-	int e = errno;
+	r = oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
 	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-	errno = e;
 	return r;
 }
 
@@ -843,9 +811,7 @@ int oa_close(oa_file *f)
 				r = oa_checkpoint_locked(f);
 			if (r == 0)
 				drop_extra_journals(f);
-			int e = errno;
 			oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-			errno = e;
 		}
 	}
 	int e = errno;

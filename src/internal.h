@@ -122,11 +122,20 @@ int oa_heal_locked(struct oa_file *f, struct oa_live *lp);
 int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	     const unsigned char *ops);
 
+/* ---- file.c ---- */
+/* A handle on PATH for oatomic check (read-only, creates nothing) or for
+ * recovery; oa_handle_free closes and frees any handle. */
+#define OA_PURPOSE_CHECK 1
+struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
+			      const char *jdir);
+void oa_handle_free(struct oa_file *f);
+
 /* ---- commit.c ---- */
 int oa_commit_journal(struct oa_file *f);
 int oa_checkpoint_locked(struct oa_file *f);
 int oa_journal_acquire(struct oa_file *f);
 int oa_journal_reset(struct oa_file *f);
+int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep);
 int oa_rec_close(struct oa_file *f);
 int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 		      size_t total, uint64_t off);

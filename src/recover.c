@@ -578,10 +578,6 @@ int oa_needs_recovery(struct oa_file *f)
 
 /* ---- oatomic check ---- */
 
-struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
-			      const char *jdir);
-void oa_handle_free(struct oa_file *f);
-
 int oa__check(const char *path, const char *jdir, FILE *out)
 {
 	struct scan S = { .out = out, .path = path };
@@ -589,7 +585,7 @@ int oa__check(const char *path, const char *jdir, FILE *out)
 	bool foreign_ctl;
 	int ret = 0, r;
 
-	f = oa_handle_for(AT_FDCWD, path, 1, jdir);
+	f = oa_handle_for(AT_FDCWD, path, OA_PURPOSE_CHECK, jdir);
 	if (!f) {
 		if (errno != EPERM)
 			return -1;

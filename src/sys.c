@@ -241,10 +241,17 @@ int oa_lock(int fd, off_t byte, short type, int wait)
 		.l_len = 1,
 		.l_pid = 0,     /* required for OFD locks */
 	};
-	int r;
+	int r, e = errno;
 	do
 		r = oa_sys->lock(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
 	while (r < 0 && errno == EINTR && wait);
+	/* Unlocking is what failure paths do on their way out: it keeps the
+	 * errno they are returning (nothing can be done about a failed
+	 * unlock; the descriptor's close releases the lock anyway). */
+	if (type == F_UNLCK) {
+		errno = e;
+		return 0;
+	}
 	if (r < 0 && errno == EACCES)
 		errno = EAGAIN;
 	return r;

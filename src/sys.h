@@ -90,7 +90,8 @@ int oa_xfdatasync(int fd);
 int oa_xftruncate(int fd, off_t len);
 int oa_xfstat(int fd, struct stat *st);
 /* OFD byte-range lock of one byte at BYTE: TYPE F_RDLCK, F_WRLCK, F_UNLCK.
- * WAIT: block.  Returns 0, or -1 (EAGAIN when !WAIT and held elsewhere). */
+ * WAIT: block.  Returns 0, or -1 (EAGAIN when !WAIT and held elsewhere).
+ * F_UNLCK always returns 0 and leaves errno as it was. */
 int oa_lock(int fd, off_t byte, short type, int wait);
 /* Would a lock of TYPE on BYTE conflict with another handle's?  1 yes, 0 no,
  * -1 error.  (Works on a read-only descriptor, for F_WRLCK too.) */
