@@ -56,6 +56,20 @@ enum oa_method {
 	/* Portable: data logged out of place in a journal, one checksummed commit
 	 * record is the commit point, then applied in place.  Any file system. */
 	OA_METHOD_JOURNAL = 1,
+	/* Reflink (XFS, Btrfs, any file system with FICLONERANGE): block-aligned
+	 * pending data is written once, out of place, into a shadow file and
+	 * cloned into the file at commit under the journal's commit record;
+	 * unaligned edges and small writes go through the journal. */
+	OA_METHOD_CLONE = 2,
+	/* XFS range exchange (Linux 6.10+, XFS_IOC_EXCHANGE_RANGE): like clone,
+	 * but the switch of each written range is the kernel's own atomic,
+	 * logged exchange. */
+	OA_METHOD_EXCHANGE = 3,
+	/* The kernel's untorn writes (RWF_ATOMIC, Linux 6.11+): a transaction
+	 * that is one aligned power-of-two write within the file's atomic write
+	 * unit goes down as a single direct RWF_ATOMIC|RWF_DSYNC write, without
+	 * the journal; any other transaction uses the journal. */
+	OA_METHOD_KERNEL = 4,
 };
 
 /*
