@@ -185,7 +185,9 @@ int oa_journal_acquire(struct oa_file *f)
 		 * than the checkpoint: recycling checkpoints them first. */
 		r = oa_heal_locked(f, NULL);
 		if (r == 0)
-			r = oa_journal_recycle_locked(f, UINT64_MAX);
+			r = oa_journal_recycle_locked(f, f->may_clone
+							 ? OA_JRNL_INITIAL
+							 : UINT64_MAX);
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 		if (r < 0)
 			goto fail;
@@ -216,13 +218,15 @@ int oa_rec_close(struct oa_file *f)
 		goto closed;
 	r = (struct oa_rec){ .type = OA_REC_DATA, .gen = f->gen,
 			     .lsn = f->rec_lsn, .tx = f->tx_id,
-			     .len = f->rec_len, .body_crc = f->rec_crc };
+			     .len = f->rec_len, .body_crc = f->rec_crc,
+			     .pad = f->rec_pad };
 	oa_rec_encode(h, &r);
 	if (oa_pwrite_full(f->jfd, h, sizeof(h), (off_t)f->rec_lsn) < 0)
 		return -1;
 closed:
 	f->rec_open = false;
-	end = oa_align_up(f->rec_lsn + OA_REC_HDR + f->rec_len, OA_REC_ALIGN);
+	end = oa_align_up(f->rec_lsn + OA_REC_HDR + f->rec_pad + f->rec_len,
+			  OA_REC_ALIGN);
 	if (end > f->pos)
 		f->pos = end;
 	return 0;
@@ -272,20 +276,38 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 
 	if (f->jfd < 0 && oa_journal_acquire(f) < 0)
 		return -1;
+	/* Clone method: a big write, or a stream that has grown big, goes
+	 * into a record whose payload the apply can clone (method.c). */
+	bool cont = f->rec_open && off == f->rec_next_off;
+	bool big = f->may_clone && f->blk &&
+		   (total >= OA_CLONE_MIN ||
+		    (cont && f->rec_len + total >= OA_CLONE_MIN));
 	/* A write that continues the previous one extends its record, so a
 	 * sequential stream is one record and one extent. */
 	if (f->rec_open &&
-	    (off != f->rec_next_off || f->rec_len + total > OA_REC_MAX) &&
+	    (!cont || f->rec_len + total > OA_REC_MAX ||
+	     (big && !f->rec_big)) &&
 	    oa_rec_close(f) < 0)
 		return -1;
 	if (!f->rec_open) {
 		f->rec_open = true;
 		f->rec_lsn = f->pos;
+		f->rec_pad = 0;
+		f->rec_big = big;
+		if (big) {
+			/* Beyond the ring (the ring is never shared with the
+			 * file), payload congruent to OFF modulo the block. */
+			uint64_t bs = f->blk;
+			if (f->rec_lsn < OA_JRNL_INITIAL)
+				f->rec_lsn = OA_JRNL_INITIAL;
+			f->rec_pad = (uint32_t)((off % bs + bs -
+				     (f->rec_lsn + OA_REC_HDR) % bs) % bs);
+		}
 		f->rec_len = 0;
 		f->rec_crc = 0;
 		f->rec_next_off = off;
 	}
-	payload = f->rec_lsn + OA_REC_HDR + f->rec_len;
+	payload = f->rec_lsn + OA_REC_HDR + f->rec_pad + f->rec_len;
 	crc = f->rec_crc;
 	for (int i = 0; i < cnt; i++)
 		crc = oa_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
@@ -293,7 +315,7 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 	 * of it: one call for the common one-write record; a record that
 	 * grows gets its header rewritten when it is closed. */
 	int r;
-	bool fresh = f->rec_len == 0 && cnt < 64;
+	bool fresh = f->rec_len == 0 && cnt < 64 && f->rec_pad == 0;
 	if (fresh) {
 		unsigned char h[OA_REC_HDR];
 		struct iovec v[64];
@@ -338,13 +360,15 @@ void oa_txn_drop(struct oa_file *f)
 {
 	oa_index_clear(f->ix);
 	f->pending = false;
+	f->staged = false;
 	f->has_trunc = false;
 	f->txn_bytes = 0;
 	/* Close the record without its header: its bytes are dead.  The next
 	 * transaction starts after it (no journal range is written twice in a
 	 * generation), under a new transaction number. */
 	if (f->rec_open) {
-		uint64_t end = oa_align_up(f->rec_lsn + OA_REC_HDR + f->rec_len,
+		uint64_t end = oa_align_up(f->rec_lsn + OA_REC_HDR +
+					   f->rec_pad + f->rec_len,
 					   OA_REC_ALIGN);
 		if (end > f->pos)
 			f->pos = end;
@@ -355,6 +379,22 @@ void oa_txn_drop(struct oa_file *f)
 }
 
 /* ---- apply ---- */
+
+/* Copy LEN bytes at JOFF of the journal JFD to OFF of the file. */
+static int copy_range(struct oa_file *f, int jfd, uint64_t off, uint64_t len,
+		      uint64_t joff)
+{
+	while (len > 0) {
+		size_t n = len < OA_BUF_BYTES ? (size_t)len : OA_BUF_BYTES;
+		if (oa_pread_full(jfd, f->buf, n, (off_t)joff) < 0 ||
+		    oa_pwrite_full(f->tfd, f->buf, n, (off_t)off) < 0)
+			return -1;
+		off += n;
+		joff += n;
+		len -= n;
+	}
+	return 0;
+}
 
 int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	     const unsigned char *ops)
@@ -372,16 +412,22 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	for (uint64_t i = 0; i < ch->nops; i++) {
 		const unsigned char *op = ops + i * OA_OP_BYTES;
 		uint64_t off = oa_get64(op), len = oa_get64(op + 8),
-			 joff = oa_get64(op + 16);
-		while (len > 0) {
-			size_t n = len < OA_BUF_BYTES ? (size_t)len : OA_BUF_BYTES;
-			if (oa_pread_full(jfd, f->buf, n, (off_t)joff) < 0 ||
-			    oa_pwrite_full(f->tfd, f->buf, n, (off_t)off) < 0)
+			 joff = oa_get64(op + 16), ca, cb;
+		if (oa_clone_span(f, off, len, joff, &ca, &cb)) {
+			/* The whole blocks by reference, the edges by copy. */
+			int c = oa_clone_in(f, jfd, ca, cb, joff + (ca - off));
+			if (c < 0)
 				goto out;
-			off += n;
-			joff += n;
-			len -= n;
+			if (c == 0) {
+				uint64_t tail = off + len - cb;
+				if (copy_range(f, jfd, cb, tail,
+					       joff + (cb - off)) < 0)
+					goto out;
+				len = ca - off;
+			}
 		}
+		if (copy_range(f, jfd, off, len, joff) < 0)
+			goto out;
 		if (i == 0)
 			oa_killpoint(OA_KP_HALF_APPLIED);
 	}
@@ -440,21 +486,41 @@ int oa_checkpoint_locked(struct oa_file *f)
 
 /* ---- commit ---- */
 
+/* Allocate [OFF, OFF+LEN) beyond SIZE without changing the size. */
+static int reserve_range(struct oa_file *f, uint64_t off, uint64_t len,
+			 uint64_t size)
+{
+	if (off + len <= size)
+		return 0;
+	if (off < size) {
+		len -= size - off;
+		off = size;
+	}
+	if (len && oa_sys->fallocate(f->tfd, FALLOC_FL_KEEP_SIZE, (off_t)off,
+				     (off_t)len) < 0 &&
+	    errno != EOPNOTSUPP && errno != ENOSYS)
+		return -1;
+	return 0;
+}
+
 static int reserve(struct oa_file *f, const struct oa_commit_hdr *ch,
 		   const unsigned char *ops, uint64_t size)
 {
 	for (uint64_t i = ch->nops; i-- > 0;) {
 		const unsigned char *op = ops + i * OA_OP_BYTES;
-		uint64_t off = oa_get64(op), len = oa_get64(op + 8);
+		uint64_t off = oa_get64(op), len = oa_get64(op + 8), ca, cb;
 		if (off + len <= size)
 			break;   /* ops are sorted: the rest lie inside */
-		if (off < size) {
-			len -= size - off;
-			off = size;
+		/* Cloned blocks take no new data blocks; their edges do (a
+		 * failed clone falls back to copying, which then takes its
+		 * chances, as where fallocate is not supported). */
+		if (oa_clone_span(f, off, len, oa_get64(op + 16), &ca, &cb)) {
+			if (reserve_range(f, off, ca - off, size) < 0 ||
+			    reserve_range(f, cb, off + len - cb, size) < 0)
+				return -1;
+			continue;
 		}
-		if (oa_sys->fallocate(f->tfd, FALLOC_FL_KEEP_SIZE, (off_t)off,
-				      (off_t)len) < 0 &&
-		    errno != EOPNOTSUPP && errno != ENOSYS)
+		if (reserve_range(f, off, len, size) < 0)
 			return -1;
 	}
 	return 0;
@@ -592,8 +658,11 @@ int oa_commit_journal(struct oa_file *f)
 	oa_txn_drop(f);
 	/* This commit is newer than the checkpoint, so recycling the full
 	 * journal checkpoints; a failure there latches (I9). */
+	/* A journal that held clone records is cut back to its ring at once:
+	 * that drops the blocks it shares with the file. */
 	if (f->pos > OA_JRNL_CKPT &&
-	    oa_journal_recycle_locked(f, OA_JRNL_RETAIN) < 0) {
+	    oa_journal_recycle_locked(f, f->may_clone ? OA_JRNL_INITIAL
+						      : OA_JRNL_RETAIN) < 0) {
 		f->latched = true;
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 		return -1;

@@ -46,6 +46,8 @@ void oa_handle_free(struct oa_file *f)
 	if (!f)
 		return;
 	oa_xclose(f->jfd);
+	oa_xclose(f->dio_fd);
+	free(f->st_buf);
 	oa_ctl_unmap(f);
 	oa_xclose(f->cfd);
 	if (f->dfd != f->tdirfd)
@@ -166,7 +168,8 @@ static struct oa_file *handle_new(void)
 		errno = ENOMEM;
 		return NULL;
 	}
-	f->tfd = f->dfd = f->tdirfd = f->cfd = f->jfd = -1;
+	f->tfd = f->dfd = f->tdirfd = f->cfd = f->jfd = f->dio_fd = -1;
+	f->may_clone = true;   /* recovery handles try; open resolves */
 	f->buf = malloc(OA_BUF_BYTES);
 	f->ix = oa_index_new();
 	if (!f->buf || !f->ix) {
@@ -298,8 +301,8 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		}
 		memcpy(&f->opt, o, o->size < sizeof(f->opt) ? o->size
 							     : sizeof(f->opt));
-		if (f->opt.method != OA_METHOD_AUTO &&
-		    f->opt.method != OA_METHOD_JOURNAL) {
+		if (f->opt.method < OA_METHOD_AUTO ||
+		    f->opt.method > OA_METHOD_KERNEL) {
 			errno = EINVAL;
 			goto fail;
 		}
@@ -354,6 +357,14 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 	free(base);
 	base = NULL;
 
+	/* The method, before recovery: a work handle recovers with the
+	 * method it will use (only the clone method's apply differs). */
+	if (purpose == P_WORK && acc != O_RDONLY) {
+		if (oa_method_resolve(f) < 0)
+			goto fail;
+	} else {
+		oa_method_recovery(f);
+	}
 	if (oa_ctl_open(f, purpose == P_WORK && f->tfd_rw) < 0) {
 		if (errno != ENOENT)
 			goto fail;
@@ -541,6 +552,9 @@ ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 	}
 	if (n > SSIZE_MAX)
 		n = SSIZE_MAX;
+	/* A staged write is read through the journal like any other. */
+	if (oa_unstage(f) < 0)
+		return -1;
 again:
 	if (read_lock(f) < 0)
 		return -1;
@@ -603,6 +617,8 @@ int oa_fstat(oa_file *f, struct stat *st)
 		errno = EFAULT;
 		return -1;
 	}
+	if (oa_unstage(f) < 0)
+		return -1;
 	if (read_lock(f) < 0)
 		return -1;
 	r = oa_xfstat(f->tfd, st);
@@ -682,6 +698,15 @@ ssize_t oa_pwritev(oa_file *f, const struct iovec *iov, int iovcnt, off_t off)
 		errno = EFBIG;
 		return -1;
 	}
+	/* Kernel method: a first write the kernel can take untorn waits in
+	 * memory; anything more and it joins the journal. */
+	if (f->staged && oa_unstage(f) < 0)
+		return -1;
+	if (oa_stage_fits(f, (uint64_t)off, total)) {
+		if (oa_stage(f, iov, iovcnt, (uint64_t)off, total) < 0)
+			return -1;
+		return (ssize_t)total;
+	}
 	while (done < total) {
 		int nv = 0;
 		size_t chunk = 0;
@@ -726,6 +751,8 @@ int oa_ftruncate(oa_file *f, off_t length)
 		errno = EFBIG;
 		return -1;
 	}
+	if (oa_unstage(f) < 0)
+		return -1;
 	oa_index_truncate(f->ix, (uint64_t)length);
 	if (!f->has_trunc || (uint64_t)length < f->t_min)
 		f->t_min = (uint64_t)length;
@@ -745,6 +772,13 @@ int oa_commit(oa_file *f)
 		return -1;
 	if (!f->pending)
 		return 0;
+	if (f->staged) {
+		int r = oa_commit_kernel(f);
+		if (r <= 0)
+			return r;
+		if (oa_unstage(f) < 0)   /* not possible now: the journal */
+			return -1;
+	}
 	return oa_commit_journal(f);
 }
 
@@ -799,6 +833,7 @@ int oa_close(oa_file *f)
 	}
 	oa_index_clear(f->ix);
 	f->pending = false;
+	f->staged = false;
 	if (!f->latched && f->cfd >= 0 && f->cfd_rw &&
 	    oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
 		/* The last handle: checkpoint, so that the file itself holds

@@ -57,6 +57,12 @@
 #define OA_JRNL_CKPT      (3u << 20)
 #define OA_JRNL_RETAIN    (64u << 20)
 #define OA_REC_MAX        (256ull << 20)  /* payload of one data record */
+/* Clone method: a data record of at least this many bytes is placed with
+ * its payload block-congruent to the file (pad), at or beyond
+ * OA_JRNL_INITIAL, so that the apply can clone its whole blocks into the
+ * file instead of copying them. */
+#define OA_CLONE_MIN      (64u << 10)
+#define OA_PAD_MAX        (1u << 16)     /* largest block size cloned */
 
 /* Live area: how many journals have a per-journal "newest commit" slot. */
 #define OA_LIVE_JMAX      64
@@ -115,13 +121,23 @@ struct oa_slot {
 /* A record header, decoded.
  *   0 magic u32   4 type u16   6 hdr_len u16 (64)
  *   8 gen        16 lsn       24 tx         32 len (payload/body bytes)
- *  40 body_crc u32  44 0 u32  48 seq (commit; 0 for data)
+ *  40 body_crc u32  44 pad u32 (data: bytes between the header and the
+ *  payload, so that a clone-able payload lies block-congruent to its file
+ *  offset; 0 in commit records)  48 seq (commit; 0 for data)
  *  56 0 u32      60 hdr_crc u32 = crc32c of bytes 0..59 */
 struct oa_rec {
 	uint16_t type;
 	uint64_t gen, lsn, tx, len, seq;
 	uint32_t body_crc;
+	uint32_t pad;
 };
+
+/* Where a record's payload (data) or body (commit) starts, and where the
+ * next record may start. */
+static inline uint64_t oa_rec_payload(const struct oa_rec *r)
+{
+	return r->lsn + 64 + r->pad;
+}
 
 /* Commit body:  0 tx_start  8 trunc_min  16 final_size  24 nops
  *              32 ops: { file_off, len, joff } x nops */

@@ -50,7 +50,22 @@ struct oa_file {
 
 	/* open data record: sequential writes extend it */
 	bool rec_open;
+	bool rec_big;       /* placed for cloning (pad, beyond the ring) */
+	uint32_t rec_pad;
 	uint64_t rec_lsn, rec_len, rec_next_off;
+
+	/* methods (method.c): what this handle may use, resolved at open */
+	int method;         /* enum oa_method in use (AUTO resolved) */
+	bool may_clone;     /* clone whole blocks of big records at apply */
+	bool may_kernel;    /* single aligned writes go down as RWF_ATOMIC */
+	uint32_t blk;       /* file-system block size (clone alignment) */
+	uint32_t awu_min, awu_max;  /* the file's atomic write unit */
+	int dio_fd;         /* the file opened O_DIRECT (kernel method), or -1 */
+	/* kernel method: a transaction that is so far one eligible write is
+	 * staged here (at most OA_STAGE_MAX bytes) instead of the journal */
+	bool staged;
+	uint64_t st_off, st_len;
+	void *st_buf;
 	uint32_t rec_crc;
 
 	/* the pending transaction */
@@ -121,6 +136,48 @@ int oa_heal_locked(struct oa_file *f, struct oa_live *lp);
 /* Apply one commit (already validated) from journal JFD into f->tfd. */
 int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	     const unsigned char *ops);
+
+/* ---- ioinfo.c ---- */
+/* What the file system of F can do (probed with real calls, cached per file
+ * system; see ioinfo.c). */
+struct oa_caps {
+	unsigned long fs_magic;
+	uint32_t blk;                 /* statfs f_bsize */
+	uint32_t dio_mem, dio_off;    /* STATX_DIOALIGN, 0 none */
+	uint32_t awu_min, awu_max, awu_segs;  /* STATX_WRITE_ATOMIC, 0 none */
+	bool reflink, exchange, rwf_atomic;
+};
+int oa_caps_get(struct oa_file *f, struct oa_caps *c);
+
+/* ---- method.c: choosing and running the out-of-place methods ---- */
+#define OA_STAGE_MAX (1u << 20)
+/* Resolve f->opt.method into what the handle may use.  EOPNOTSUPP for a
+ * forced method the file system cannot do. */
+int oa_method_resolve(struct oa_file *f);
+/* A handle that only recovers (or reads): replaying a clone record clones
+ * where the file system lets it, else copies. */
+void oa_method_recovery(struct oa_file *f);
+/* The method AUTO uses on a file system that can do C. */
+int oa_method_auto(const struct oa_file *f, const struct oa_caps *c);
+/* The clone part of an op [OFF, OFF+LEN) whose bytes are at JOFF in a
+ * journal: whole blocks [*A, *B) that may be cloned.  False: copy it all. */
+bool oa_clone_span(const struct oa_file *f, uint64_t off, uint64_t len,
+		   uint64_t joff, uint64_t *a, uint64_t *b);
+/* Clone [A, B) of the file from JOFF of JFD.  0; 1 cloning does not work
+ * here (the caller copies; the handle stops trying); -1 error. */
+int oa_clone_in(struct oa_file *f, int jfd, uint64_t a, uint64_t b,
+		uint64_t joff);
+/* Kernel method: is this write (into an empty transaction) one to stage? */
+bool oa_stage_fits(struct oa_file *f, uint64_t off, uint64_t len);
+int oa_stage(struct oa_file *f, const struct iovec *iov, int cnt,
+	     uint64_t off, uint64_t len);
+/* Move a staged write into the journal (before any other change, read, or
+ * a journal commit).  0 or -1 (the transaction stays staged). */
+int oa_unstage(struct oa_file *f);
+/* Commit the staged write with RWF_ATOMIC.  0 done; 1 not possible now
+ * (the caller commits through the journal); -1 error (errno, maybe
+ * latched). */
+int oa_commit_kernel(struct oa_file *f);
 
 /* ---- file.c ---- */
 /* A handle on PATH for oatomic check (read-only, creates nothing) or for

@@ -437,18 +437,69 @@ static void probes(struct oa_file *f, const struct fs_key *k, size_t blk,
 		cache_put(k, p);
 }
 
-/* ---- oa_ioinfo ---- */
+/* ---- what the file system can do ---- */
 
-int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
+int oa_caps_get(struct oa_file *f, struct oa_caps *c)
 {
-	struct oa_ioinfo io;
 	struct statfs sfs;
 	struct oa_statx sx;
 	struct stat st;
 	struct fs_key key;
 	struct probe p;
+
+	memset(c, 0, sizeof(*c));
+	if (oa_sys->fstatfs(f->tfd, &sfs) < 0 || oa_xfstat(f->tfd, &st) < 0)
+		return -1;
+	c->fs_magic = (unsigned long)sfs.f_type;
+	c->blk = sfs.f_bsize > 0 && (uint64_t)sfs.f_bsize <= UINT32_MAX
+		 ? (uint32_t)sfs.f_bsize : 0;
+
+	/* direct I/O alignment and atomic write units of the file */
+	memset(&key, 0, sizeof(key));
+	if (oa_statx_fd(f->tfd, STATX_DIOALIGN | STATX_WRITE_ATOMIC |
+			STATX_MNT_ID | STATX_MNT_ID_UNIQUE, &sx) == 0) {
+		if (sx.stx_mask & STATX_DIOALIGN) {
+			c->dio_mem = sx.stx_dio_mem_align;
+			c->dio_off = sx.stx_dio_offset_align;
+		}
+		if (sx.stx_mask & STATX_WRITE_ATOMIC) {
+			c->awu_min = sx.stx_atomic_write_unit_min;
+			c->awu_max = sx.stx_atomic_write_unit_max;
+			c->awu_segs = sx.stx_atomic_write_segments_max;
+		}
+		key.mnt_mask = sx.stx_mask & (STATX_MNT_ID | STATX_MNT_ID_UNIQUE);
+		if (key.mnt_mask)
+			key.mnt_id = sx.stx_mnt_id;
+	} else {
+		int e = errno;
+		/* no statx (old kernel, seccomp): report what we cannot see
+		 * as 0; anything else is a real failure */
+		if (e != ENOSYS && e != EINVAL && e != EOPNOTSUPP && e != EPERM)
+			return -1;
+	}
+
+	/* what was seen to work */
+	key.dev = st.st_dev;
+	key.type = c->fs_magic;
+	key.fsid = sfs.f_fsid;
+	size_t blk = c->blk;
+	if (blk < 512 || blk > (1u << 20) || (blk & (blk - 1)) != 0)
+		blk = 4096;
+	probes(f, &key, blk, c->awu_min, c->dio_mem, &p);
+	c->reflink = p.reflink == P_YES;
+	c->exchange = p.exchange == P_YES;
+	c->rwf_atomic = p.rwf_atomic == P_YES;
+	return 0;
+}
+
+/* ---- oa_ioinfo ---- */
+
+int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
+{
+	struct oa_ioinfo io;
+	struct oa_caps c;
+	struct statfs sfs;
 	size_t given, n;
-	int e;
 
 	if (!f) {
 		errno = EBADF;
@@ -464,56 +515,24 @@ int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
 		return -1;
 	}
 	given = info->size;
+	if (oa_caps_get(f, &c) < 0)
+		return -1;
 
 	memset(&io, 0, sizeof(io));
 	io.size = given;
-	io.method = f->opt.method == OA_METHOD_AUTO ? OA_METHOD_JOURNAL
-						    : f->opt.method;
-
-	/* file system */
-	if (oa_sys->fstatfs(f->tfd, &sfs) < 0 || oa_xfstat(f->tfd, &st) < 0)
-		return -1;
-	io.fs_magic = (unsigned long)sfs.f_type;
+	/* A read-only handle never commits: report what a writer would use. */
+	io.method = f->method ? f->method : oa_method_auto(f, &c);
+	io.fs_magic = c.fs_magic;
 	fs_name(io.fs_magic, io.fs_name);
-	io.block_size = sfs.f_bsize > 0 && (uint64_t)sfs.f_bsize <= UINT32_MAX
-			? (uint32_t)sfs.f_bsize : 0;
-
-	/* direct I/O alignment and atomic write units of the file */
-	memset(&key, 0, sizeof(key));
-	if (oa_statx_fd(f->tfd, STATX_DIOALIGN | STATX_WRITE_ATOMIC |
-			STATX_MNT_ID | STATX_MNT_ID_UNIQUE, &sx) == 0) {
-		if (sx.stx_mask & STATX_DIOALIGN) {
-			io.dio_mem_align = sx.stx_dio_mem_align;
-			io.dio_offset_align = sx.stx_dio_offset_align;
-		}
-		if (sx.stx_mask & STATX_WRITE_ATOMIC) {
-			io.atomic_write_unit_min = sx.stx_atomic_write_unit_min;
-			io.atomic_write_unit_max = sx.stx_atomic_write_unit_max;
-			io.atomic_write_segments_max =
-				sx.stx_atomic_write_segments_max;
-		}
-		key.mnt_mask = sx.stx_mask & (STATX_MNT_ID | STATX_MNT_ID_UNIQUE);
-		if (key.mnt_mask)
-			key.mnt_id = sx.stx_mnt_id;
-	} else {
-		e = errno;
-		/* no statx (old kernel, seccomp): report what we cannot see
-		 * as 0; anything else is a real failure */
-		if (e != ENOSYS && e != EINVAL && e != EOPNOTSUPP && e != EPERM)
-			return -1;
-	}
-
-	/* what was seen to work */
-	key.dev = st.st_dev;
-	key.type = io.fs_magic;
-	key.fsid = sfs.f_fsid;
-	size_t blk = io.block_size;
-	if (blk < 512 || blk > (1u << 20) || (blk & (blk - 1)) != 0)
-		blk = 4096;
-	probes(f, &key, blk, io.atomic_write_unit_min, io.dio_mem_align, &p);
-	io.reflink = p.reflink == P_YES;
-	io.exchange = p.exchange == P_YES;
-	io.rwf_atomic = p.rwf_atomic == P_YES;
+	io.block_size = c.blk;
+	io.dio_mem_align = c.dio_mem;
+	io.dio_offset_align = c.dio_off;
+	io.atomic_write_unit_min = c.awu_min;
+	io.atomic_write_unit_max = c.awu_max;
+	io.atomic_write_segments_max = c.awu_segs;
+	io.reflink = c.reflink;
+	io.exchange = c.exchange;
+	io.rwf_atomic = c.rwf_atomic;
 
 	/* largest transaction: free space of the journal's file system less
 	 * a reserve of 1/64, capped by the handle's option */

@@ -100,6 +100,7 @@ void oa_rec_encode(unsigned char out[OA_REC_HDR], const struct oa_rec *r)
 	oa_put64(out + 24, r->tx);
 	oa_put64(out + 32, r->len);
 	oa_put32(out + 40, r->body_crc);
+	oa_put32(out + 44, r->type == OA_REC_DATA ? r->pad : 0);
 	oa_put64(out + 48, r->seq);
 	oa_put32(out + 60, oa_crc32c(0, out, 60));
 }
@@ -115,6 +116,9 @@ int oa_rec_decode(const unsigned char in[OA_REC_HDR], struct oa_rec *r)
 	r->tx = oa_get64(in + 24);
 	r->len = oa_get64(in + 32);
 	r->body_crc = oa_get32(in + 40);
+	r->pad = oa_get32(in + 44);
+	if (r->pad >= OA_PAD_MAX || (r->type != OA_REC_DATA && r->pad))
+		return -1;
 	r->seq = oa_get64(in + 48);
 	return 0;
 }

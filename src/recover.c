@@ -183,13 +183,14 @@ static int scan_journal(struct oa_file *f, struct scan *S, int ji)
 		if (oa_rec_decode(f->buf + (p - bstart), &r) < 0 ||
 		    r.gen != J->gen || r.lsn != p ||
 		    (r.type != OA_REC_DATA && r.type != OA_REC_COMMIT) ||
-		    r.len > size - p - OA_REC_HDR) {
+		    r.len + r.pad > size - p - OA_REC_HDR) {
 			p += OA_REC_ALIGN;
 			continue;
 		}
 		if (r.type == OA_REC_DATA) {
 			uint32_t crc;
-			if (payload_crc(J->fd, S->pbuf, p + OA_REC_HDR, r.len, &crc) < 0)
+			uint64_t pl = oa_rec_payload(&r);
+			if (payload_crc(J->fd, S->pbuf, pl, r.len, &crc) < 0)
 				goto out;
 			if (r.tx != cur_tx) {
 				nd = 0;
@@ -197,10 +198,9 @@ static int scan_journal(struct oa_file *f, struct scan *S, int ji)
 			}
 			if (grow((void **)&d, &dcap, nd, sizeof(*d)) < 0)
 				goto out;
-			d[nd++] = (struct drange){ p + OA_REC_HDR,
-						   p + OA_REC_HDR + r.len,
+			d[nd++] = (struct drange){ pl, pl + r.len,
 						   crc == r.body_crc || MUTANT(4) };
-			p = oa_align_up(p + OA_REC_HDR + r.len, OA_REC_ALIGN);
+			p = oa_align_up(pl + r.len, OA_REC_ALIGN);
 			continue;
 		}
 		/* A commit record. */

@@ -135,6 +135,23 @@ ssize_t oa_xpwrite(int fd, const void *buf, size_t n, off_t off)
 	return r;
 }
 
+ssize_t oa_xpwritev2(int fd, const struct iovec *iov, int cnt, off_t off,
+		     int flags, bool flush)
+{
+	ssize_t r;
+	if (!oa_sys->pwritev2) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	st_writes++;
+	if (flush)
+		st_flushes++;
+	r = oa_sys->pwritev2(fd, iov, cnt, off, flags);
+	if (r > 0)
+		st_bytes_written += (uint64_t)r;
+	return r;
+}
+
 ssize_t oa_xpwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
 	ssize_t r = oa_sys->pwritev(fd, iov, cnt, off);

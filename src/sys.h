@@ -14,6 +14,7 @@
 #define OA_SYS_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -81,6 +82,10 @@ int oa_xclose(int fd);                      /* keeps errno */
 ssize_t oa_xpread(int fd, void *buf, size_t n, off_t off);
 ssize_t oa_xpwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t oa_xpwritev(int fd, const struct iovec *iov, int cnt, off_t off);
+/* pwritev2(2); FLUSH: the flags make it a flush too (RWF_DSYNC), counted as
+ * one.  EOPNOTSUPP where the table has no pwritev2. */
+ssize_t oa_xpwritev2(int fd, const struct iovec *iov, int cnt, off_t off,
+		     int flags, bool flush);
 /* Whole-buffer loops: return 0, or -1 with errno (EIO for an unexpected
  * end of file on read). */
 int oa_pread_full(int fd, void *buf, size_t n, off_t off);
