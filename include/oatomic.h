@@ -46,10 +46,19 @@ extern "C" {
 typedef struct oa_file oa_file;
 
 /*
- * Commit methods.  OA_METHOD_AUTO (0) lets the library pick, per file, the
- * fastest method that is correct there; the others force one (for testing,
- * or to compare).  Forcing a method the file system cannot do fails with
- * EOPNOTSUPP at open.
+ * Commit methods.  OA_METHOD_AUTO (0) lets the library pick, per file and per
+ * transaction, the fastest method that is correct there: exchange for runs of
+ * 64 KiB or more of whole blocks where XFS range exchange works, clone where
+ * reflink works, the journal for the rest, and the kernel's untorn write for
+ * a transaction that is one aligned power-of-two write within the file's
+ * atomic write unit.  The others force one (for
+ * testing, or to compare); a forced method still sends what it cannot take
+ * (say, a multi-write transaction under OA_METHOD_KERNEL) through the
+ * journal.  Forcing a method the file system cannot do fails with EOPNOTSUPP
+ * at open.  Every method gives the same guarantees; the environment
+ * variable OATOMIC_METHOD=journal|clone|exchange|kernel makes handles opened
+ * with OA_METHOD_AUTO behave as if that method were forced (the test suite
+ * runs its tests under each method that way).
  */
 enum oa_method {
 	OA_METHOD_AUTO = 0,
@@ -61,9 +70,12 @@ enum oa_method {
 	 * cloned into the file at commit under the journal's commit record;
 	 * unaligned edges and small writes go through the journal. */
 	OA_METHOD_CLONE = 2,
-	/* XFS range exchange (Linux 6.10+, XFS_IOC_EXCHANGE_RANGE): like clone,
-	 * but the switch of each written range is the kernel's own atomic,
-	 * logged exchange. */
+	/* XFS range exchange (Linux 6.10+, XFS_IOC_EXCHANGE_RANGE): whole
+	 * blocks are written once into a shadow file at their own offsets and
+	 * the commit is one exchange of the transaction's span (FILE1_WRITTEN,
+	 * DSYNC), logged and recovered by the kernel; unaligned edges are
+	 * composed into the shadow at commit.  A transaction that truncates or
+	 * grows the file goes through the journal. */
 	OA_METHOD_EXCHANGE = 3,
 	/* The kernel's untorn writes (RWF_ATOMIC, Linux 6.11+): a transaction
 	 * that is one aligned power-of-two write within the file's atomic write
@@ -94,7 +106,10 @@ struct oa_options {
 /* What oa_ioinfo() reports.  Set .size to sizeof(struct oa_ioinfo). */
 struct oa_ioinfo {
 	size_t size;
-	/* enum oa_method the handle uses for its commits. */
+	/* enum oa_method the handle uses for its commits (AUTO resolved:
+	 * exchange, clone or journal; single aligned writes may still go by the
+	 * kernel method, see rwf_atomic).  For a read-only handle: what a
+	 * writer would use. */
 	int method;
 	/* File system: its statfs(2) f_type and a short name ("ext4", "xfs",
 	 * "btrfs", "tmpfs", ... or "0x%lx" for one we do not know). */
@@ -217,7 +232,12 @@ int oa_fstat(oa_file *f, struct stat *st);
  * Journal method: one flush (fdatasync of the journal) per commit; the
  * changes are then written in place, and made durable there by a checkpoint
  * (two more flushes) when the journal fills, at the last close, or at the
- * next oa_open() after a crash.
+ * next oa_open() after a crash.  Clone method: the same, but the blocks of
+ * big writes are cloned into the file rather than written a second time; a
+ * commit that held one is checkpointed at once (three flushes in all).
+ * Kernel method: one RWF_ATOMIC|RWF_DSYNC write, nothing else.  Exchange
+ * method: one XFS_IOC_EXCHANGE_RANGE with DSYNC, nothing else.  (Both first
+ * checkpoint if a journal commit awaits its checkpoint.)
  */
 int oa_commit(oa_file *f);
 

@@ -47,6 +47,7 @@ void oa_handle_free(struct oa_file *f)
 		return;
 	oa_xclose(f->jfd);
 	oa_xclose(f->dio_fd);
+	oa_xclose(f->sfd);
 	free(f->st_buf);
 	oa_ctl_unmap(f);
 	oa_xclose(f->cfd);
@@ -169,6 +170,7 @@ static struct oa_file *handle_new(void)
 		return NULL;
 	}
 	f->tfd = f->dfd = f->tdirfd = f->cfd = f->jfd = f->dio_fd = -1;
+	f->sfd = -1;
 	f->may_clone = true;   /* recovery handles try; open resolves */
 	f->buf = malloc(OA_BUF_BYTES);
 	f->ix = oa_index_new();
@@ -587,9 +589,11 @@ again:
 			continue;
 		}
 		uint64_t from = pos, to = e.off + e.len < end ? e.off + e.len : end;
-		if (oa_pread_full(f->jfd, p + (from - (uint64_t)off),
+		uint64_t jo;
+		int sfd = oa_ext_fd(f, &e, &jo);
+		if (oa_pread_full(sfd, p + (from - (uint64_t)off),
 				  (size_t)(to - from),
-				  (off_t)(e.joff + (from - e.off))) < 0)
+				  (off_t)(jo + (from - e.off))) < 0)
 			goto out;
 		pos = to;
 		c = oa_index_next(f->ix, c);
@@ -726,7 +730,10 @@ ssize_t oa_pwritev(oa_file *f, const struct iovec *iov, int iovcnt, off_t off)
 				inner = 0;
 			}
 		}
-		if (oa_journal_append(f, v, nv, chunk, (uint64_t)off + done) < 0)
+		uint64_t at = (uint64_t)off + done;
+		if ((oa_xchg_wants(f, at, chunk)
+			     ? oa_xchg_put(f, v, nv, chunk, at)
+			     : oa_journal_append(f, v, nv, chunk, at)) < 0)
 			return done ? (ssize_t)done : -1;
 		done += chunk;
 	}
@@ -777,6 +784,13 @@ int oa_commit(oa_file *f)
 		if (r <= 0)
 			return r;
 		if (oa_unstage(f) < 0)   /* not possible now: the journal */
+			return -1;
+	}
+	if (f->shadowed) {
+		int r = oa_commit_exchange(f);
+		if (r <= 0)
+			return r;
+		if (oa_unshadow(f) < 0)  /* not possible: the journal */
 			return -1;
 	}
 	return oa_commit_journal(f);

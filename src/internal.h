@@ -58,6 +58,11 @@ struct oa_file {
 	int method;         /* enum oa_method in use (AUTO resolved) */
 	bool may_clone;     /* clone whole blocks of big records at apply */
 	bool may_kernel;    /* single aligned writes go down as RWF_ATOMIC */
+	bool may_exchange;  /* big block runs go to the shadow, XFS exchange */
+	bool xchg_all;      /* forced: every whole block goes to the shadow */
+	int sfd;            /* exchange: shadow (O_TMPFILE), or -1 */
+	bool shadowed;      /* the transaction has bytes in the shadow */
+	bool shadow_dirty;  /* the shadow holds blocks (emptied after use) */
 	uint32_t blk;       /* file-system block size (clone alignment) */
 	uint32_t awu_min, awu_max;  /* the file's atomic write unit */
 	int dio_fd;         /* the file opened O_DIRECT (kernel method), or -1 */
@@ -179,6 +184,30 @@ int oa_unstage(struct oa_file *f);
  * latched). */
 int oa_commit_kernel(struct oa_file *f);
 
+/* Exchange method.  Index extents whose joff has OA_SHADOW set hold their
+ * bytes in the shadow file (at joff & ~OA_SHADOW), not in the journal. */
+#define OA_SHADOW (1ull << 63)
+/* The descriptor and offset that hold the pending bytes of extent E. */
+static inline int oa_ext_fd(const struct oa_file *f, const struct oa_ext *e,
+			    uint64_t *joff)
+{
+	*joff = e->joff & ~OA_SHADOW;
+	return (e->joff & OA_SHADOW) ? f->sfd : f->jfd;
+}
+/* Does a write of TOTAL bytes at OFF put whole blocks into the shadow? */
+bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total);
+/* Such a write: whole blocks to the shadow, the edges to the journal. */
+int oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
+		size_t total, uint64_t off);
+/* Move the shadow's pending bytes into the journal (before a journal
+ * commit).  0 or -1. */
+int oa_unshadow(struct oa_file *f);
+/* Empty the shadow (its blocks are dead). */
+void oa_shadow_reset(struct oa_file *f);
+/* Commit by XFS range exchange.  0 done; 1 not possible (the caller moves
+ * the shadow into the journal and commits there); -1 error. */
+int oa_commit_exchange(struct oa_file *f);
+
 /* ---- file.c ---- */
 /* A handle on PATH for oatomic check (read-only, creates nothing) or for
  * recovery; oa_handle_free closes and frees any handle. */
@@ -221,6 +250,12 @@ uint64_t oa_random64(void);
  *   5  checkpoint record before the file's flush (I5)
  *   6  ignore the dirty marker: no healing of a dead committer (I10)
  *   7  report a failed commit flush as success (I9)
+ *  20  kernel method: RWF_ATOMIC write while a journal commit is newer than
+ *      the checkpoint (recovery then replays it over the write)
+ *  22  exchange method: exchange while a journal commit is newer than the
+ *      checkpoint (I11)
+ *  21  recycle a journal (new generation; clone records cut off) before the
+ *      checkpoint covers its commits (I6)
  */
 #ifndef OA_MUTANT
 #define OA_MUTANT 0

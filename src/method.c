@@ -35,7 +35,7 @@
  *           is issued only when every journal commit is checkpointed
  *           (last_seq == ckpt_seq under COMMIT), forced by a checkpoint when
  *           the method is forced, else (AUTO) the transaction goes through
- *           the journal.  Readers using the library are kept out by APPLY,
+ *           the journal (I11).  Readers using the library are kept out by APPLY,
  *           as for an in-place apply.  A failed RWF_ATOMIC write leaves
  *           either state (it is untorn): EIO latches the handle (I9).
  */
@@ -90,6 +90,8 @@ static bool kernel_ok(const struct oa_caps *c)
 int oa_method_auto(const struct oa_file *f, const struct oa_caps *c)
 {
 	(void)f;
+	if (c->exchange && c->blk)
+		return OA_METHOD_EXCHANGE;
 	return c->reflink ? OA_METHOD_CLONE : OA_METHOD_JOURNAL;
 }
 
@@ -100,7 +102,7 @@ int oa_method_resolve(struct oa_file *f)
 
 	if (m == OA_METHOD_AUTO)
 		m = env_method();
-	f->may_clone = f->may_kernel = false;
+	f->may_clone = f->may_kernel = f->may_exchange = f->xchg_all = false;
 	f->method = OA_METHOD_JOURNAL;
 	if (m == OA_METHOD_JOURNAL)
 		return 0;             /* no probing needed */
@@ -117,6 +119,7 @@ int oa_method_resolve(struct oa_file *f)
 	case OA_METHOD_AUTO:
 		f->may_clone = c.reflink && f->blk;
 		f->may_kernel = kernel_ok(&c);
+		f->may_exchange = c.exchange && f->blk;
 		f->method = oa_method_auto(f, &c);
 		return 0;
 	case OA_METHOD_CLONE:
@@ -131,9 +134,16 @@ int oa_method_resolve(struct oa_file *f)
 		f->may_kernel = true;
 		f->method = m;
 		return 0;
+	case OA_METHOD_EXCHANGE:
+		if (!c.exchange || !f->blk)
+			break;
+		f->may_exchange = f->xchg_all = true;
+		/* what the exchange cannot take goes through the journal,
+		 * cloned where it can be */
+		f->may_clone = c.reflink;
+		f->method = m;
+		return 0;
 	default:
-		/* OA_METHOD_EXCHANGE is not implemented yet (see README,
-		 * Methods): refused like a method the file system lacks. */
 		break;
 	}
 	errno = EOPNOTSUPP;
@@ -279,7 +289,7 @@ int oa_commit_kernel(struct oa_file *f)
 	if (f->st_off + f->st_len > (uint64_t)st.st_size)
 		goto out;
 	/* No journal commit may be replayed over this write (top of file). */
-	if (l.last_seq > l.ckpt_seq) {
+	if (l.last_seq > l.ckpt_seq && !MUTANT(20)) {
 		if (f->method != OA_METHOD_KERNEL)
 			goto out;   /* AUTO: the journal is cheaper than a
 				     * checkpoint now */

@@ -135,6 +135,11 @@ ssize_t oa_xpwrite(int fd, const void *buf, size_t n, off_t off)
 	return r;
 }
 
+void oa_stats_flush(void)
+{
+	st_flushes++;
+}
+
 ssize_t oa_xpwritev2(int fd, const struct iovec *iov, int cnt, off_t off,
 		     int flags, bool flush)
 {

@@ -86,6 +86,9 @@ ssize_t oa_xpwritev(int fd, const struct iovec *iov, int cnt, off_t off);
  * one.  EOPNOTSUPP where the table has no pwritev2. */
 ssize_t oa_xpwritev2(int fd, const struct iovec *iov, int cnt, off_t off,
 		     int flags, bool flush);
+/* Count a flush that a call with a sync flag makes (an exchange with
+ * DSYNC). */
+void oa_stats_flush(void);
 /* Whole-buffer loops: return 0, or -1 with errno (EIO for an unexpected
  * end of file on read). */
 int oa_pread_full(int fd, void *buf, size_t n, off_t off);

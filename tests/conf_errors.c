@@ -682,6 +682,7 @@ static void test_long_name(void)
 int main(void)
 {
 	tu_alarm(240);
+	tu_pin_journal();   /* the crash cases aim at the journal protocol */
 	test_open_errors();
 	test_eacces();
 	test_handle_errors();

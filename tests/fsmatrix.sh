@@ -5,16 +5,28 @@
 # XFS with real power cuts).
 # timeout: 900
 #
+# Each entry is FS or FS:METHOD; METHOD is forced on every handle the tests
+# open with OA_METHOD_AUTO (OATOMIC_METHOD).  AUTO is the journal on tmpfs,
+# exchange + kernel atomic writes + clone on XFS (made with the exchange-range
+# feature), clone on Btrfs; "xfs:exchange" sends every whole block through the
+# exchange, "xfs:journal" keeps
+# the portable method tested on XFS, "xfs:clone" runs the tests that aim kill
+# points at the journal's protocol (unit_recover, conf_errors: they pin it,
+# tu_pin_journal) with clone applies, and "xfs:kernel" forces every eligible
+# transaction through RWF_ATOMIC.
+#
 # Needs root and loop devices for XFS and Btrfs (a file system whose mkfs is
 # missing is skipped with a note; all missing: SKIP).  Environment:
-# FSMATRIX_FS (default "tmpfs xfs btrfs"), FSMATRIX_KILLS (default 200).
+# FSMATRIX_FS (default "tmpfs xfs xfs:journal xfs:clone xfs:kernel xfs:exchange btrfs"),
+# FSMATRIX_KILLS (default 200).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=${BUILD:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 work=${OA_TEST_DIR:-$(mktemp -d)}
-FSLIST=${FSMATRIX_FS:-tmpfs xfs btrfs}
+. "$here/util/fs.sh"
+FSLIST=${FSMATRIX_FS:-tmpfs xfs xfs:journal xfs:clone xfs:kernel xfs:exchange btrfs}
 KILLS=${FSMATRIX_KILLS:-200}
 TESTS="conf_commit conf_ryw conf_visibility conf_abort_close conf_errors
        conf_recover conf_concurrency conf_perms unit_recover"
@@ -30,7 +42,10 @@ cleanup() {
 trap cleanup EXIT
 
 ran=0 failed=0
-for fs in $FSLIST; do
+for entry in $FSLIST; do
+	fs=${entry%%:*}
+	export OATOMIC_METHOD=
+	case $entry in *:*) OATOMIC_METHOD=${entry#*:} ;; esac
 	mnt=$work/mnt-$fs
 	mkdir -p "$mnt"
 	loopdev=""
@@ -41,16 +56,18 @@ for fs in $FSLIST; do
 		command -v "mkfs.$fs" >/dev/null || { echo "NOTE: no mkfs.$fs: $fs skipped"; continue; }
 		img=$work/$fs.img
 		truncate -s 1G "$img"
-		if [ "$fs" = xfs ]; then mkfs.xfs -q -f "$img" >/dev/null 2>&1
+		if [ "$fs" = xfs ]; then mkfs_xfs "$img"
 		else mkfs.btrfs -q -f "$img" >/dev/null 2>&1; fi || { echo "$fs: mkfs failed"; failed=1; continue; }
 		loopdev=$(losetup -f --show "$img") || { echo "SKIP: no loop device"; exit 77; }
-		mount "$loopdev" "$mnt" || { echo "$fs: mount failed"; failed=1; cleanup; continue; } ;;
+		if [ "$fs" = xfs ]; then mount_xfs "$loopdev" "$img" "$mnt"
+		else mount "$loopdev" "$mnt"; fi || { echo "$fs: mount failed"; failed=1; cleanup; continue; } ;;
 	*) echo "unknown file system $fs"; failed=1; continue ;;
 	esac
 	# conf_perms runs a part as an unprivileged user: it must be able to
 	# walk down to its scratch directory.
 	chmod 0711 "$work" "$mnt"
 	ran=$((ran + 1))
+	fs=$entry   # in the messages
 	for t in $TESTS; do
 		d=$(mktemp -d "$mnt/$t.XXXXXX")
 		if OA_TEST_DIR=$d timeout 300 "$build/tests/$t" >"$work/$fs-$t.log" 2>&1; then

@@ -14,7 +14,12 @@
 #
 # Needs root, loop devices, mkfs.ext4 / mkfs.xfs; skips (77) otherwise.
 # Environment: POWERCUT_CUTS (default 100 per file system), POWERCUT_FS
-# (default "ext4 xfs"), POWERCUT_SEED, POWERCUT_WRITER (see below),
+# (default "ext4 xfs xfs:journal xfs:clone"; FS:METHOD runs the writer and the
+# recoveries with OATOMIC_METHOD=METHOD: on XFS (made with the exchange-range
+# feature), AUTO is the exchange method for big writes, kernel atomic writes
+# for single aligned ones, the clone method for the rest, so "xfs" covers
+# those, "xfs:clone" the clone method for everything and "xfs:journal" the
+# portable method), POWERCUT_SEED, POWERCUT_WRITER (see below),
 # OA_TEST_DIR, BUILD.
 #
 # Note: the loop device passes every write the file system issued to the
@@ -29,6 +34,7 @@ build=${BUILD:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 T=$build/tests/torture
 tool=$build/oatomic
+. "$here/util/fs.sh"
 
 skip() { echo "SKIP: $*"; exit 77; }
 
@@ -47,7 +53,7 @@ CUTS=${POWERCUT_CUTS:-100}
 MUTANT=${POWERCUT_WRITER:-}
 [ "$MUTANT" = lib ] && MUTANT=
 SEED=${POWERCUT_SEED:-$(( ($(date +%s%N) / 1000) % 1000000000 ))}
-FSLIST=${POWERCUT_FS:-ext4 xfs}
+FSLIST=${POWERCUT_FS:-ext4 xfs xfs:journal xfs:clone}
 
 if [ -n "${OA_TEST_DIR:-}" ]; then
 	W=$OA_TEST_DIR/powercut
@@ -92,13 +98,18 @@ ran=0
 
 # run_fs FS: returns 0, 1 on a violation or failure, 77 when FS cannot be had
 run_fs() {
-	local fs=$1 img=$W/$1.img mnt=$W/mnt-$1 size mkfs
+	local fs=${1%%:*} img=$W/${1%%:*}.img mnt=$W/mnt-${1%%:*} size mkfs
+	local tag=$1
+	export OATOMIC_METHOD=
+	case $1 in *:*) OATOMIC_METHOD=${1#*:} ;; esac
 	case $fs in
 	ext4) size=256M; mkfs="mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0" ;;
-	xfs)  size=512M; mkfs="mkfs.xfs -q -f" ;;   # xfsprogs >= 5.19 wants > 300 MB
+	xfs)  size=512M; mkfs="mkfs_xfs" ;;   # xfsprogs >= 5.19 wants > 300 MB
+	btrfs) size=512M; mkfs="mkfs.btrfs -q -f" ;;
 	*) echo "powercut: unknown fs $fs"; return 1 ;;
 	esac
-	command -v "${mkfs%% *}" >/dev/null || { echo "$fs: skipped: no ${mkfs%% *}"; return 77; }
+	command -v "${mkfs%% *}" >/dev/null || command -v "mkfs.$fs" >/dev/null ||
+		{ echo "$fs: skipped: no mkfs.$fs"; return 77; }
 	grep -qw "$fs" /proc/filesystems || modprobe "$fs" 2>/dev/null
 	grep -qw "$fs" /proc/filesystems || { echo "$fs: skipped: kernel has no $fs"; return 77; }
 
@@ -107,12 +118,14 @@ run_fs() {
 	$mkfs "$img" || { echo "$fs: mkfs failed"; return 1; }
 	LOOP=$(losetup -f --show "$img" 2>&1) || { echo "$fs: skipped: losetup: $LOOP"; LOOP=; return 77; }
 	mkdir -p "$mnt"
-	mount "$LOOP" "$mnt" || { echo "$fs: skipped: cannot mount $LOOP"; return 77; }
+	if [ "$fs" = xfs ]; then mount_xfs "$LOOP" "$img" "$mnt"
+	else mount "$LOOP" "$mnt"; fi || { echo "$fs: skipped: cannot mount $LOOP"; return 77; }
 	MNT=$mnt
 
 	local file=$mnt/f ack=$W/$fs.ack big=$W/$fs.big model=$W/$fs.model
 	local log=$W/$fs.log start=0 ok=0 viol=0 i inflight=0 bigcuts=0 commits=0
-	local fseed=$((SEED + ${#fs}))
+	local fseed=$((SEED + ${#tag}))
+	fs=$tag   # in the messages below
 	local t0=$(date +%s)
 	"$T" model-init "$model" $fseed || return 1
 	: > "$log"
@@ -204,7 +217,7 @@ run_fs() {
 	done
 
 	umount "$mnt" 2>/dev/null && MNT=
-	case $fs in
+	case ${fs%%:*} in
 	ext4) e2fsck -fn "$LOOP" >/dev/null 2>&1 || echo "$fs: note: e2fsck -fn reports problems in the image (kernel, not oatomic)" ;;
 	xfs)  command -v xfs_repair >/dev/null && { xfs_repair -n "$LOOP" >/dev/null 2>&1 || echo "$fs: note: xfs_repair -n reports problems in the image (kernel, not oatomic)"; } ;;
 	esac

@@ -108,6 +108,18 @@ static inline void tort_plan(uint64_t seed, uint64_t k, struct tort_plan *p)
 	p->check = tort_below(&r, 4) == 0;
 	p->nops = p->big ? 8 + (int)tort_below(&r, TORT_MAXOPS - 8 + 1)
 			 : 1 + (int)tort_below(&r, 8);
+	if (!p->big && tort_below(&r, 6) == 0) {
+		/* One aligned power-of-two write, 4 KiB to 256 KiB: what the
+		 * kernel method sends down as a single RWF_ATOMIC write. */
+		struct tort_op *o = &p->ops[0];
+		p->nops = 1;
+		o->kind = TORT_WRITE;
+		o->len = 4096ULL << tort_below(&r, 7);
+		o->off = tort_below(&r, TORT_SPAN / o->len) * o->len;
+		o->vec = tort_below(&r, 4) == 0;
+		o->dseed = tort_next(&r);
+		return;
+	}
 	for (int i = 0; i < p->nops; i++) {
 		struct tort_op *o = &p->ops[i];
 

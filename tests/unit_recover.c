@@ -159,6 +159,7 @@ static int child_garbage(void *arg)
 
 int main(void)
 {
+	tu_pin_journal();
 	path = tu_path("f");
 
 	/* 1. durable, not applied: recovery finishes it, idempotently. */

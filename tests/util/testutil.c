@@ -758,3 +758,22 @@ uint64_t tu_free_bytes(const char *path)
 		return 0;
 	return (uint64_t)st.f_bavail * st.f_frsize;
 }
+
+static char *pinned_from;
+
+void tu_pin_journal(void)
+{
+	const char *m = getenv("OATOMIC_METHOD");
+	free(pinned_from);
+	pinned_from = m ? strdup(m) : NULL;
+	if (!m || strcmp(m, "clone") != 0)
+		setenv("OATOMIC_METHOD", "journal", 1);
+}
+
+void tu_unpin_journal(void)
+{
+	if (pinned_from)
+		setenv("OATOMIC_METHOD", pinned_from, 1);
+	else
+		unsetenv("OATOMIC_METHOD");
+}

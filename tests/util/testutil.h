@@ -264,5 +264,12 @@ int tu_is_root(void);
 const char *tu_fs_name(const char *path);
 /* Free bytes for an unprivileged user on PATH's file system. */
 uint64_t tu_free_bytes(const char *path);
+/* For tests that aim kill points and damage at the journal's commit protocol:
+ * handles opened with OA_METHOD_AUTO use that protocol (the journal, or the
+ * clone method where OATOMIC_METHOD asks for it), never the kernel method,
+ * whose commits do not go through the journal at all. */
+void tu_pin_journal(void);
+/* Back to the method the environment asked for. */
+void tu_unpin_journal(void);
 
 #endif /* OA_TESTUTIL_H */

@@ -1,0 +1,334 @@
+/*
+ * oamethods.c - the commit methods against their baselines, side by side.
+ *
+ *   build/bench/oamethods [--dir D] [--reps N] [--quick]
+ *
+ * Three workloads (issue 4's targets), each variant run in turn within every
+ * repetition (so drift hits all of them alike), medians printed with the
+ * ratio to the baseline:
+ *   large   one 256 MiB transaction (1 MiB writes) over a 256 MiB file,
+ *           against pwrite of the same bytes in place + fdatasync;
+ *   atomic  one aligned 64 KiB write per commit at random aligned offsets of
+ *           a 64 MiB file, against a direct pwritev2(RWF_ATOMIC|RWF_DSYNC);
+ *   small   one 4 KiB write per commit (aligned, and at an odd offset),
+ *           against pwrite + fdatasync in place.
+ * oatomic variants: every method that opens on D (auto, journal, clone,
+ * kernel).  Flushes per commit come from the library's seam counters.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "oatomic.h"
+#include "oatomic-private.h"
+
+#ifndef RWF_ATOMIC
+#define RWF_ATOMIC 0x00000040
+#endif
+
+#define MiB (1024ull * 1024)
+#define MAXV 8
+#define MAXREPS 50
+
+static const char *dir = ".";
+static int reps = 5;
+static uint64_t large_bytes = 256 * MiB;
+static int small_n = 500, atomic_n = 200;
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "oamethods: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static uint64_t rnd(void)
+{
+	static uint64_t s = 0x9e3779b97f4a7c15ull;
+	s ^= s << 13;
+	s ^= s >> 7;
+	s ^= s << 17;
+	return s;
+}
+
+static void fill(void *b, size_t n)
+{
+	uint64_t *p = b;
+	for (size_t i = 0; i < n / 8; i++)
+		p[i] = rnd();
+}
+
+static int cmpd(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmpd);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A variant: baseline (method < 0) or oatomic with a method. */
+struct variant {
+	const char *name;
+	int method;            /* -1 baseline */
+	double t[MAXREPS];
+	double flushes;        /* per commit, last rep */
+	int ok;
+};
+
+static const struct {
+	const char *name;
+	int m;
+} methods[] = {
+	{ "oatomic auto", OA_METHOD_AUTO },
+	{ "oatomic journal", OA_METHOD_JOURNAL },
+	{ "oatomic clone", OA_METHOD_CLONE },
+	{ "oatomic kernel", OA_METHOD_KERNEL },
+};
+
+static void make_file(const char *path, uint64_t size)
+{
+	char *b = malloc(MiB);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (!b || fd < 0)
+		die(path);
+	for (uint64_t o = 0; o < size; o += MiB) {
+		fill(b, MiB);
+		if (pwrite(fd, b, MiB, (off_t)o) != (ssize_t)MiB)
+			die("pwrite");
+	}
+	if (fsync(fd) < 0)
+		die("fsync");
+	close(fd);
+	free(b);
+}
+
+static oa_file *oa_open_m(const char *path, int m)
+{
+	struct oa_options o = { .size = sizeof(o), .method = m };
+	return oa_open_opts(path, O_RDWR, 0, &o);
+}
+
+static int setup(struct variant *v, int *nv, const char *base, bool baseline2,
+		 const char *bname, const char *b2name)
+{
+	int n = 0;
+	v[n++] = (struct variant){ .name = bname, .method = -1, .ok = 1 };
+	if (baseline2)
+		v[n++] = (struct variant){ .name = b2name, .method = -2, .ok = 1 };
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		oa_file *f = oa_open_m(base, methods[i].m);
+		if (!f) {
+			printf("  %-18s not supported here: %s\n", methods[i].name,
+			       strerror(errno));
+			continue;
+		}
+		oa_close(f);
+		v[n++] = (struct variant){ .name = methods[i].name,
+					   .method = methods[i].m, .ok = 1 };
+	}
+	*nv = n;
+	return 0;
+}
+
+static void print(const char *title, struct variant *v, int nv, double unit,
+		  const char *uname, int per_commit)
+{
+	double base = 0;
+	printf("%s\n  %-18s %12s %10s %9s\n", title, "variant", uname,
+	       "vs base", "flush/c");
+	for (int i = 0; i < nv; i++) {
+		if (!v[i].ok) {
+			printf("  %-18s failed\n", v[i].name);
+			continue;
+		}
+		double m = median(v[i].t, reps) * unit;
+		if (i == 0)
+			base = m;
+		printf("  %-18s %12.2f %9.3fx", v[i].name, m, base > 0 ? m / base : 0);
+		if (v[i].method >= 0 && per_commit)
+			printf(" %9.3f", v[i].flushes);
+		printf("\n");
+	}
+}
+
+/* ---- large ---- */
+
+static void large(void)
+{
+	char path[4096];
+	struct variant v[MAXV];
+	int nv;
+	char *b = malloc(MiB);
+	snprintf(path, sizeof(path), "%s/large", dir);
+	make_file(path, large_bytes);
+	fill(b, MiB);
+	setup(v, &nv, path, false, "pwrite+fdatasync", NULL);
+	for (int r = 0; r < reps; r++)
+		for (int i = 0; i < nv; i++) {
+			double t0;
+			if (v[i].method < 0) {
+				int fd = open(path, O_WRONLY);
+				t0 = now();
+				for (uint64_t o = 0; o < large_bytes; o += MiB)
+					if (pwrite(fd, b, MiB, (off_t)o) != (ssize_t)MiB)
+						die("pwrite");
+				if (fdatasync(fd) < 0)
+					die("fdatasync");
+				v[i].t[r] = now() - t0;
+				close(fd);
+				continue;
+			}
+			oa_file *f = oa_open_m(path, v[i].method);
+			if (!f)
+				die("oa_open");
+			struct oa_stats s0, s1;
+			oa__stats_get(&s0);
+			t0 = now();
+			for (uint64_t o = 0; o < large_bytes; o += MiB)
+				if (oa_pwrite(f, b, MiB, (off_t)o) != (ssize_t)MiB)
+					die("oa_pwrite");
+			if (oa_commit(f) < 0)
+				die("oa_commit");
+			v[i].t[r] = now() - t0;
+			oa__stats_get(&s1);
+			v[i].flushes = (double)(s1.flushes - s0.flushes);
+			oa_close(f);
+		}
+	/* throughput as MiB/s: report seconds, ratio inverted below */
+	printf("large: one %llu MiB transaction in 1 MiB writes (seconds; "
+	       "throughput ratio = 1 / time ratio)\n",
+	       (unsigned long long)(large_bytes / MiB));
+	double base = median(v[0].t, reps);
+	for (int i = 0; i < nv; i++) {
+		double m = median(v[i].t, reps);
+		printf("  %-18s %8.3f s %8.1f MiB/s  throughput %.3fx", v[i].name,
+		       m, (double)large_bytes / MiB / m, base / m);
+		if (v[i].method >= 0)
+			printf("  flushes %.0f", v[i].flushes);
+		printf("\n");
+	}
+	unlink(path);
+	free(b);
+}
+
+/* ---- atomic 64 KiB and small 4 KiB ---- */
+
+static void commits(const char *title, size_t len, uint64_t fsize, int n,
+		    int odd, int direct_base)
+{
+	char path[4096];
+	struct variant v[MAXV];
+	int nv;
+	void *b;
+	if (posix_memalign(&b, 4096, len) != 0)
+		die("memalign");
+	fill(b, len);
+	snprintf(path, sizeof(path), "%s/commits", dir);
+	make_file(path, fsize);
+	setup(v, &nv, path, false,
+	      direct_base ? "RWF_ATOMIC direct" : "pwrite+fdatasync", NULL);
+	uint64_t slots = (fsize - len) / len;
+	for (int r = 0; r < reps; r++)
+		for (int i = 0; i < nv; i++) {
+			double t0;
+			if (v[i].method < 0) {
+				int fd = open(path, O_RDWR | (direct_base ? O_DIRECT : 0));
+				if (fd < 0)
+					die("open");
+				t0 = now();
+				for (int k = 0; k < n; k++) {
+					off_t o = (off_t)((rnd() % slots) * len + (uint64_t)odd);
+					if (direct_base) {
+						struct iovec iov = { b, len };
+						if (pwritev2(fd, &iov, 1, o, RWF_ATOMIC | RWF_DSYNC) != (ssize_t)len)
+							die("pwritev2 RWF_ATOMIC");
+					} else {
+						if (pwrite(fd, b, len, o) != (ssize_t)len)
+							die("pwrite");
+						if (fdatasync(fd) < 0)
+							die("fdatasync");
+					}
+				}
+				v[i].t[r] = (now() - t0) / n;
+				close(fd);
+				continue;
+			}
+			oa_file *f = oa_open_m(path, v[i].method);
+			if (!f)
+				die("oa_open");
+			struct oa_stats s0, s1;
+			oa__stats_get(&s0);
+			t0 = now();
+			for (int k = 0; k < n; k++) {
+				off_t o = (off_t)((rnd() % slots) * len + (uint64_t)odd);
+				if (oa_pwrite(f, b, len, o) != (ssize_t)len ||
+				    oa_commit(f) < 0)
+					die("oa_pwrite/oa_commit");
+			}
+			v[i].t[r] = (now() - t0) / n;
+			oa__stats_get(&s1);
+			v[i].flushes = (double)(s1.flushes - s0.flushes) / n;
+			oa_close(f);
+		}
+	print(title, v, nv, 1e6, "us/commit", 1);
+	unlink(path);
+	free(b);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, NULL, 'd' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "d:r:q", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': dir = optarg; break;
+		case 'r': reps = atoi(optarg); break;
+		case 'q':
+			reps = 3;
+			large_bytes = 32 * MiB;
+			small_n = 50;
+			atomic_n = 30;
+			break;
+		default:
+			fprintf(stderr, "usage: oamethods [--dir D] [--reps N] [--quick]\n");
+			return 2;
+		}
+	}
+	if (reps < 1 || reps > MAXREPS) {
+		fprintf(stderr, "oamethods: --reps 1..%d\n", MAXREPS);
+		return 2;
+	}
+	printf("oamethods: dir %s, %d repetitions, medians\n", dir, reps);
+	large();
+	commits("atomic: one aligned 64 KiB write per commit", 64 * 1024,
+		64 * MiB, atomic_n, 0, 1);
+	commits("small: one aligned 4 KiB write per commit", 4096, 64 * MiB,
+		small_n, 0, 0);
+	commits("small: one 4 KiB write at an odd offset per commit", 4096,
+		64 * MiB, small_n, 100, 0);
+	return 0;
+}

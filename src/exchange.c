@@ -1,0 +1,316 @@
+/*
+ * exchange.c - the exchange method: XFS range exchange (Linux 6.10+).
+ *
+ * Pending whole blocks are written once, out of place, into a shadow file
+ * (an O_TMPFILE beside the file, nameless, gone with the process) at their
+ * own file offsets, so the shadow holds only the written ranges, as blocks
+ * and holes.  The unaligned edges of writes, and small writes, go to the
+ * journal as with any method.  The commit:
+ *
+ *   1. under COMMIT: if a journal commit is newer than the durable
+ *      checkpoint, checkpoint first (I11: recovery must never replay an
+ *      older journal commit over what the exchange put in the file);
+ *   2. compose every block that journal bytes touch: the committed block of
+ *      the file with all pending bytes over it, written into the shadow
+ *      (under COMMIT, so no other commit can change the block meanwhile);
+ *   3. under APPLY: one XFS_IOC_EXCHANGE_RANGE over the transaction's span
+ *      with FILE1_WRITTEN (only the shadow's written blocks move; its holes
+ *      leave the file alone) and DSYNC (durable on return).
+ *
+ * The exchange is the commit point: the kernel logs it as one intent chain
+ * and its log recovery finishes it after a crash, so the file holds either
+ * every exchanged block or none; the shadow's data was written back before
+ * the exchange was logged, and the log write that carries it flushes the
+ * device cache first.  Nothing of ours needs recovering, and a killed
+ * process leaves either state.  The journal records of the edges never get
+ * a commit record: recovery ignores them (I1).
+ *
+ * A transaction the exchange cannot take (it truncates or grows the file,
+ * or the kernel refuses) has its shadow bytes moved into the journal and
+ * commits there; so does one under AUTO whose shadow part is small.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <linux/types.h>
+
+#include "internal.h"
+
+/* fs/xfs/libxfs/xfs_fs.h */
+struct oa_xfs_xchg {
+	__s32 file1_fd;
+	__u32 pad;
+	__u64 file1_offset;
+	__u64 file2_offset;
+	__u64 length;
+	__u64 flags;
+};
+#define OA_XCHG_IOC        _IOW('X', 129, struct oa_xfs_xchg)
+#define OA_XCHG_DSYNC      (1ull << 1)
+#define OA_XCHG_FILE1_WRITTEN (1ull << 3)
+
+bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total)
+{
+	uint64_t bs = f->blk, a, b;
+	if (!f->may_exchange || !bs)
+		return false;
+	a = oa_align_up(off, bs);
+	b = (off + total) & ~(bs - 1);
+	if (b <= a)
+		return false;
+	return f->xchg_all || b - a >= OA_CLONE_MIN;
+}
+
+/* The bytes [SKIP, SKIP+LEN) of IOV[0..CNT) as iovecs in OUT (room for
+ * CNT).  Returns their number. */
+static int iov_sub(const struct iovec *iov, int cnt, size_t skip, size_t len,
+		   struct iovec *out)
+{
+	int n = 0;
+	for (int i = 0; i < cnt && len > 0; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		size_t take = iov[i].iov_len - skip;
+		if (take > len)
+			take = len;
+		out[n++] = (struct iovec){ (char *)iov[i].iov_base + skip, take };
+		len -= take;
+		skip = 0;
+	}
+	return n;
+}
+
+static int shadow_open(struct oa_file *f)
+{
+	if (f->sfd >= 0)
+		return 0;
+	/* Beside the file: the exchange needs both on one file system. */
+	f->sfd = oa_xopenat(f->tdirfd, ".", O_TMPFILE | O_RDWR | O_EXCL, 0600);
+	return f->sfd < 0 ? -1 : 0;
+}
+
+static int pwritev_all(int fd, const struct iovec *iov, int cnt, uint64_t off)
+{
+	for (int i = 0; i < cnt; i++) {
+		if (oa_pwrite_full(fd, iov[i].iov_base, iov[i].iov_len,
+				   (off_t)off) < 0)
+			return -1;
+		off += iov[i].iov_len;
+	}
+	return 0;
+}
+
+int oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
+		size_t total, uint64_t off)
+{
+	struct iovec v[64 + 1];
+	uint64_t bs = f->blk;
+	uint64_t a = oa_align_up(off, bs), b = (off + total) & ~(bs - 1);
+	int n;
+
+	if (cnt > 64) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (shadow_open(f) < 0)
+		return -1;
+	if (a > off) {
+		n = iov_sub(iov, cnt, 0, a - off, v);
+		if (oa_journal_append(f, v, n, a - off, off) < 0)
+			return -1;
+	}
+	n = iov_sub(iov, cnt, a - off, b - a, v);
+	f->shadow_dirty = true;
+	if (pwritev_all(f->sfd, v, n, a) < 0 ||
+	    oa_index_insert(f->ix, a, b - a, a | OA_SHADOW) < 0)
+		return -1;
+	f->shadowed = true;
+	f->pending = true;
+	f->txn_bytes += b - a;
+	if (off + total > b) {
+		n = iov_sub(iov, cnt, b - off, off + total - b, v);
+		if (oa_journal_append(f, v, n, off + total - b, b) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int oa_unshadow(struct oa_file *f)
+{
+	struct oa_ext *list = NULL, e;
+	size_t n = 0, cap = 0;
+	int r = -1;
+
+	if (!f->shadowed)
+		return 0;
+	/* Acquiring a journal zero-fills it through f->buf: first. */
+	if (f->jfd < 0 && oa_journal_acquire(f) < 0)
+		return -1;
+	for (void *c = oa_index_seek(f->ix, 0); c; c = oa_index_next(f->ix, c)) {
+		oa_index_get(c, &e);
+		if (!(e.joff & OA_SHADOW))
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? 2 * cap : 16;
+			struct oa_ext *p = realloc(list, nc * sizeof(*p));
+			if (!p) {
+				errno = ENOMEM;
+				goto out;
+			}
+			list = p;
+			cap = nc;
+		}
+		list[n++] = e;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = list[i].off, len = list[i].len,
+			 so = list[i].joff & ~OA_SHADOW;
+		while (len > 0) {
+			size_t k = len < OA_BUF_BYTES ? (size_t)len : OA_BUF_BYTES;
+			struct iovec v = { f->buf, k };
+			if (oa_pread_full(f->sfd, f->buf, k, (off_t)so) < 0)
+				goto out;
+			/* re-inserted over itself: the index now points into
+			 * the journal */
+			f->txn_bytes -= k;
+			if (oa_journal_append(f, &v, 1, k, off) < 0) {
+				f->txn_bytes += k;
+				goto out;
+			}
+			off += k;
+			so += k;
+			len -= k;
+		}
+	}
+	f->shadowed = false;
+	oa_shadow_reset(f);
+	r = 0;
+out:
+	free(list);
+	return r;
+}
+
+void oa_shadow_reset(struct oa_file *f)
+{
+	/* Its blocks are dead (old data after an exchange, or bytes of a
+	 * dropped transaction): give the space back.  A failure only costs
+	 * space; FILE1_WRITTEN never moves a block the index does not name
+	 * in the span, and every composed block is written afresh. */
+	if (f->sfd >= 0 && f->shadow_dirty && oa_xftruncate(f->sfd, 0) == 0)
+		f->shadow_dirty = false;
+}
+
+/* Compose block [K, K+BS) (clipped to SIZE) in the shadow: the committed
+ * bytes with every pending extent over them. */
+static int compose(struct oa_file *f, uint64_t k, uint64_t size)
+{
+	uint64_t end = k + f->blk < size ? k + f->blk : size;
+	unsigned char *p = f->buf;
+	struct oa_ext e;
+
+	if (oa_pread_full(f->tfd, p, (size_t)(end - k), (off_t)k) < 0)
+		return -1;
+	for (void *c = oa_index_seek(f->ix, k); c; c = oa_index_next(f->ix, c)) {
+		uint64_t jo, a, b;
+		int fd;
+		oa_index_get(c, &e);
+		if (e.off >= end)
+			break;
+		a = e.off > k ? e.off : k;
+		b = e.off + e.len < end ? e.off + e.len : end;
+		fd = oa_ext_fd(f, &e, &jo);
+		if (oa_pread_full(fd, p + (a - k), (size_t)(b - a),
+				  (off_t)(jo + (a - e.off))) < 0)
+			return -1;
+	}
+	f->shadow_dirty = true;
+	return oa_pwrite_full(f->sfd, p, (size_t)(end - k), (off_t)k);
+}
+
+int oa_commit_exchange(struct oa_file *f)
+{
+	struct oa_xfs_xchg x;
+	struct oa_live l;
+	struct stat st;
+	struct oa_ext e;
+	uint64_t bs = f->blk, lo = UINT64_MAX, hi = 0, done = 0;
+	int r = 1;
+
+	if (f->has_trunc || !bs || f->sfd < 0)
+		return 1;
+	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		return -1;
+	if (oa_heal_locked(f, &l) < 0 || oa_xfstat(f->tfd, &st) < 0)
+		goto fail;
+	if (oa_index_end(f->ix) > (uint64_t)st.st_size)
+		goto out;    /* growth: the journal's job */
+	if (l.last_seq > l.ckpt_seq && !MUTANT(22) &&
+	    oa_checkpoint_locked(f) < 0) {
+		f->latched = errno == EIO;
+		goto fail;
+	}
+	/* Compose the blocks journal bytes touch; find the span. */
+	for (void *c = oa_index_seek(f->ix, 0); c; c = oa_index_next(f->ix, c)) {
+		oa_index_get(c, &e);
+		uint64_t a = e.off & ~(bs - 1), b = oa_align_up(e.off + e.len, bs);
+		if (a < lo)
+			lo = a;
+		if (b > hi)
+			hi = b;
+		if (e.joff & OA_SHADOW)
+			continue;
+		for (uint64_t k = a > done ? a : done; k < b; k += bs)
+			if (compose(f, k, (uint64_t)st.st_size) < 0)
+				goto fail;
+		if (b > done)
+			done = b;
+	}
+	if (hi > (uint64_t)st.st_size)
+		hi = (uint64_t)st.st_size;   /* a partial last block: both files
+					      * end there */
+	if (lo >= hi)
+		goto out;
+	if (oa_xftruncate(f->sfd, st.st_size) < 0)
+		goto fail;
+	x = (struct oa_xfs_xchg){ .file1_fd = f->sfd, .file1_offset = lo,
+				  .file2_offset = lo, .length = hi - lo,
+				  .flags = OA_XCHG_FILE1_WRITTEN | OA_XCHG_DSYNC };
+	if (oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
+		goto fail;
+	oa_stats_flush();   /* DSYNC: the exchange is this commit's flush */
+	int xr = oa_sys->ioctl ? oa_sys->ioctl(f->tfd, OA_XCHG_IOC, &x)
+			       : (errno = ENOTTY, -1);
+	int e2 = errno;
+	oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+	if (xr == 0) {
+		/* The shadow now holds the old blocks: oa_txn_drop gives them
+		 * back. */
+		oa_txn_drop(f);
+		r = 0;
+		goto out;
+	}
+	switch (e2) {
+	case EINVAL: case EOPNOTSUPP: case ENOTTY: case EXDEV: case ENOSYS:
+		/* Refused before anything changed: the journal takes it. */
+		f->may_exchange = false;
+		goto out;
+	case ENOSPC: case EDQUOT: case EINTR: case ENOMEM:
+		/* Nothing exchanged; the transaction stays. */
+		errno = e2;
+		goto fail;
+	default:
+		/* EIO: which state is durable cannot be told (I9). */
+		f->latched = true;
+		errno = EIO;
+		goto fail;
+	}
+fail:
+	r = -1;
+out:
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	return r;
+}
