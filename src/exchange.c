@@ -264,8 +264,14 @@ int oa_commit_exchange(struct oa_file *f)
 		if (e.joff & OA_SHADOW)
 			continue;
 		for (uint64_t k = a > done ? a : done; k < b; k += bs)
-			if (compose(f, k, (uint64_t)st.st_size) < 0)
-				goto fail;
+			if (compose(f, k, (uint64_t)st.st_size) < 0) {
+				if (errno != EBADF)
+					goto fail;
+				/* a write-only handle cannot read the
+				 * committed edges: the journal takes it */
+				f->may_exchange = false;
+				goto out;
+			}
 		if (b > done)
 			done = b;
 	}

@@ -29,7 +29,7 @@ work=${OA_TEST_DIR:-$(mktemp -d)}
 FSLIST=${FSMATRIX_FS:-tmpfs xfs xfs:journal xfs:clone xfs:kernel xfs:exchange btrfs}
 KILLS=${FSMATRIX_KILLS:-200}
 TESTS="conf_commit conf_ryw conf_visibility conf_abort_close conf_errors
-       conf_recover conf_concurrency conf_perms unit_recover"
+       conf_recover conf_concurrency conf_perms unit_recover conf_methods"
 
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (mount)"; exit 77; }
 

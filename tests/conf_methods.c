@@ -1,0 +1,258 @@
+/*
+ * conf_methods.c - every commit method does what it claims, on the file
+ * system the test runs on (tests/run: the scratch directory; fsmatrix.sh:
+ * tmpfs, XFS with exchange, Btrfs).
+ *
+ * For each method that opens here (a forced method the file system cannot
+ * do must fail with EOPNOTSUPP, which is checked against oa_ioinfo):
+ *   - oa_ioinfo names it;
+ *   - a random mix of writes (aligned runs, unaligned edges, small writes
+ *     over earlier big ones, reads of pending data) commits to exactly the
+ *     model, also through a second handle and after reopening;
+ *   - the bytes and flushes the seam counted show the method at work: the
+ *     journal writes big data twice, clone and exchange once, the kernel
+ *     method commits a single aligned write with one write and one flush and
+ *     no journal;
+ *   - a transaction the method cannot take (growth, truncate) still commits
+ *     correctly through the journal; an aborted one leaves nothing.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "testutil.h"
+#include "oatomic-private.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FSIZE  (4u << 20)
+#define KiB    1024u
+
+static const struct {
+	const char *name;
+	int m;
+} methods[] = {
+	{ "journal", OA_METHOD_JOURNAL }, { "clone", OA_METHOD_CLONE },
+	{ "exchange", OA_METHOD_EXCHANGE }, { "kernel", OA_METHOD_KERNEL },
+	{ "auto", OA_METHOD_AUTO },
+};
+
+static oa_file *open_m(const char *path, int m, int flags)
+{
+	struct oa_options o = { .size = sizeof(o), .method = m };
+	return oa_open_opts(path, flags, 0644, &o);
+}
+
+static void model_write(unsigned char *model, uint64_t *size, const void *b,
+			size_t n, uint64_t off)
+{
+	memcpy(model + off, b, n);
+	if (off + n > *size)
+		*size = off + n;
+}
+
+/* Bytes the seam wrote and flushes it counted for one transaction. */
+struct cost {
+	uint64_t bytes, flushes;
+};
+
+static struct cost commit_cost(oa_file *f)
+{
+	struct oa_stats a, b;
+	oa__stats_get(&a);
+	CHECK_OK(oa_commit(f));
+	oa__stats_get(&b);
+	return (struct cost){ b.bytes_written - a.bytes_written,
+			      b.flushes - a.flushes };
+}
+
+static void mix(const char *path, int m, const char *name, uint64_t *seed)
+{
+	unsigned char *model = tu_malloc(FSIZE + 256 * KiB);
+	unsigned char *saved = tu_malloc(FSIZE + 256 * KiB);
+	unsigned char *b = tu_malloc(1024 * KiB);
+	uint64_t size = FSIZE, saved_size;
+	oa_file *f, *g;
+
+	tu_fill(model, FSIZE, 1, 0);
+	tu_write_file(path, model, FSIZE, 0644);
+	f = open_m(path, m, O_RDWR);
+	CHECKF(f != NULL, "%s: open", name);
+	for (int t = 0; t < 12; t++) {
+		int nw = 1 + (int)(tu_rand(seed) % 6);
+		memcpy(saved, model, size);
+		saved_size = size;
+		for (int w = 0; w < nw; w++) {
+			size_t n;
+			uint64_t off;
+			switch (tu_rand(seed) % 4) {
+			case 0:   /* an aligned run */
+				n = (size_t)(64 + tu_rand(seed) % 448) * 1024;
+				off = (tu_rand(seed) % ((FSIZE - n) / 4096)) * 4096;
+				break;
+			case 1:   /* a run with unaligned edges */
+				n = (size_t)(64 * KiB + tu_rand(seed) % (400 * KiB));
+				off = tu_rand(seed) % (FSIZE - n);
+				break;
+			case 2:   /* small, anywhere */
+				n = 1 + (size_t)(tu_rand(seed) % 5000);
+				off = tu_rand(seed) % (FSIZE - n);
+				break;
+			default:  /* one aligned power of two */
+				n = 4096u << (tu_rand(seed) % 5);
+				off = (tu_rand(seed) % (FSIZE / n)) * n;
+				break;
+			}
+			tu_fill(b, n, tu_rand(seed), 0);
+			tu_oa_pwrite(f, b, n, (off_t)off);
+			model_write(model, &size, b, n, off);
+		}
+		if (t % 3 == 1)
+			CHECK_OA_VIEW(f, model, size);   /* read your writes */
+		if (t % 5 == 4) {
+			/* dropped: the file keeps what it had */
+			CHECK_OK(oa_abort(f));
+			memcpy(model, saved, saved_size);
+			size = saved_size;
+			CHECK_FILE(path, model, size, (off_t)size);
+			CHECK_OA_VIEW(f, model, size);
+			continue;
+		}
+		CHECK_OK(oa_commit(f));
+		CHECK_FILE(path, model, size, (off_t)size);
+	}
+	g = open_m(path, OA_METHOD_AUTO, O_RDONLY);
+	CHECK(g != NULL);
+	CHECK_OA_VIEW(g, model, size);
+	CHECK_OK(oa_close(g));
+
+	/* growth and a truncate: not for the exchange or kernel method */
+	tu_fill(b, 300 * KiB, 77, 0);
+	tu_oa_pwrite(f, b, 300 * KiB, (off_t)(FSIZE - 100 * KiB));
+	model_write(model, &size, b, 300 * KiB, FSIZE - 100 * KiB);
+	CHECK_OK(oa_commit(f));
+	CHECK_FILE(path, model, size, (off_t)size);
+	CHECK_OK(oa_ftruncate(f, FSIZE / 2));
+	tu_fill(b, 128 * KiB, 78, 0);
+	tu_oa_pwrite(f, b, 128 * KiB, 4096);
+	memcpy(model + 4096, b, 128 * KiB);
+	size = FSIZE / 2;
+	CHECK_OK(oa_commit(f));
+	CHECK_FILE(path, model, size, (off_t)size);
+	CHECK_OK(oa_close(f));
+	f = open_m(path, m, O_RDWR);
+	CHECK(f != NULL);
+	CHECK_OA_VIEW(f, model, size);
+	CHECK_OK(oa_close(f));
+	CHECK_FILE(path, model, size, (off_t)size);
+	free(model);
+	free(saved);
+	free(b);
+}
+
+/* What each method costs, counted through the seam. */
+static void costs(const char *path, int m, const char *name,
+		  const struct oa_ioinfo *io)
+{
+	unsigned char *b = tu_malloc(1024 * KiB), *model = tu_malloc(FSIZE);
+	struct cost c;
+	oa_file *f;
+
+	tu_fill(model, FSIZE, 2, 0);
+	tu_write_file(path, model, FSIZE, 0644);
+	f = open_m(path, m, O_RDWR);
+	CHECK(f != NULL);
+
+	/* a 1 MiB aligned run */
+	tu_fill(b, 1024 * KiB, 3, 0);
+	tu_oa_pwrite(f, b, 1024 * KiB, 1024 * KiB);
+	memcpy(model + 1024 * KiB, b, 1024 * KiB);
+	c = commit_cost(f);
+	tu_note("%s: 1 MiB run: %llu bytes written at commit, %llu flushes",
+		name, (unsigned long long)c.bytes,
+		(unsigned long long)c.flushes);
+	if (m == OA_METHOD_JOURNAL)
+		CHECKF(c.bytes >= 1024 * KiB, "%s: the apply copies", name);
+	if (m == OA_METHOD_CLONE || m == OA_METHOD_EXCHANGE)
+		CHECKF(c.bytes < 64 * KiB,
+		       "%s: %llu bytes at commit: the data was written again",
+		       name, (unsigned long long)c.bytes);
+	if (m == OA_METHOD_EXCHANGE)
+		CHECKF(c.flushes == 1, "%s: %llu flushes", name,
+		       (unsigned long long)c.flushes);
+	CHECK_FILE(path, model, FSIZE, FSIZE);
+
+	/* one aligned 64 KiB write */
+	tu_fill(b, 64 * KiB, 4, 0);
+	tu_oa_pwrite(f, b, 64 * KiB, 192 * KiB);
+	memcpy(model + 192 * KiB, b, 64 * KiB);
+	c = commit_cost(f);
+	tu_note("%s: one aligned 64 KiB write: %llu bytes, %llu flushes", name,
+		(unsigned long long)c.bytes, (unsigned long long)c.flushes);
+	if (m == OA_METHOD_KERNEL || (m == OA_METHOD_AUTO && io->rwf_atomic &&
+				      io->atomic_write_unit_max >= 64 * KiB &&
+				      io->atomic_write_unit_min <= 64 * KiB))
+		CHECKF(c.bytes == 64 * KiB && c.flushes == 1,
+		       "%s: the kernel method wrote %llu bytes, %llu flushes",
+		       name, (unsigned long long)c.bytes,
+		       (unsigned long long)c.flushes);
+	CHECK_FILE(path, model, FSIZE, FSIZE);
+	CHECK_OK(oa_close(f));
+	free(b);
+	free(model);
+}
+
+int main(void)
+{
+	uint64_t seed = tu_seed();
+	int ran = 0;
+
+	tu_alarm(280);
+	/* The methods are what this test is about: no override. */
+	unsetenv("OATOMIC_METHOD");
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		const char *path = tu_path("m-%s", methods[i].name);
+		struct oa_ioinfo io = { .size = sizeof(io) };
+		oa_file *f;
+		int can;
+
+		tu_write_file(path, "x", 1, 0644);
+		f = open_m(path, OA_METHOD_AUTO, O_RDWR);
+		CHECK(f != NULL);
+		CHECK_OK(oa_ioinfo(f, &io));
+		CHECK_OK(oa_close(f));
+		switch (methods[i].m) {
+		case OA_METHOD_CLONE: can = io.reflink; break;
+		case OA_METHOD_EXCHANGE: can = io.exchange; break;
+		case OA_METHOD_KERNEL: can = io.rwf_atomic; break;
+		default: can = 1;
+		}
+		f = open_m(path, methods[i].m, O_RDWR);
+		if (!can) {
+			CHECKF(f == NULL && errno == EOPNOTSUPP,
+			       "%s on %s: forced without support must fail "
+			       "with EOPNOTSUPP", methods[i].name, io.fs_name);
+			tu_note("%s: not on %s (EOPNOTSUPP, as ioinfo says)",
+				methods[i].name, io.fs_name);
+			continue;
+		}
+		CHECKF(f != NULL, "%s on %s", methods[i].name, io.fs_name);
+		struct oa_ioinfo mi = { .size = sizeof(mi) };
+		CHECK_OK(oa_ioinfo(f, &mi));
+		CHECK_OK(oa_close(f));
+		if (methods[i].m != OA_METHOD_AUTO)
+			CHECK_EQ(mi.method, methods[i].m);
+		else
+			CHECK_EQ(mi.method, io.exchange ? OA_METHOD_EXCHANGE
+					    : io.reflink ? OA_METHOD_CLONE
+							 : OA_METHOD_JOURNAL);
+		mix(path, methods[i].m, methods[i].name, &seed);
+		costs(path, methods[i].m, methods[i].name, &io);
+		tu_remove_journals(path);
+		unlink(path);
+		ran++;
+		tu_note("%s on %s: ok", methods[i].name, io.fs_name);
+	}
+	CHECK(ran >= 2);
+	return 0;
+}
