@@ -11,7 +11,11 @@
  *   atomic  one aligned 64 KiB write per commit at random aligned offsets of
  *           a 64 MiB file, against a direct pwritev2(RWF_ATOMIC|RWF_DSYNC);
  *   small   one 4 KiB write per commit (aligned, and at an odd offset),
- *           against pwrite + fdatasync in place.
+ *           against pwrite + fdatasync in place;
+ *   frag    (XFS with exchange) the cost of one 64 KiB commit as the file
+ *           fragments (thousands of 4 KiB exchanges), oatomic's exchange of
+ *           the written range against the whole-file pattern of xfs_io's
+ *           atomic update (clone the file, write, exchange it all).
  * oatomic variants: every method that opens on D (auto, journal, clone,
  * kernel).  Flushes per commit come from the library's seam counters.
  *
@@ -23,6 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <linux/types.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -294,6 +301,119 @@ static void commits(const char *title, size_t len, uint64_t fsize, int n,
 	free(b);
 }
 
+/* ---- fragmentation: exchange of the change vs the whole file ---- */
+
+struct xchg {
+	__s32 file1_fd;
+	__u32 pad;
+	__u64 file1_offset, file2_offset, length, flags;
+};
+#define XCHG_IOC _IOW('X', 129, struct xchg)
+#define XCHG_TO_EOF (1ull << 0)
+#define XCHG_DSYNC (1ull << 1)
+
+/* xfs_io's atomic update: a clone of the whole file, the change written
+ * into it, the whole of it exchanged back (DSYNC). */
+static double whole_file_update(const char *path, const void *b, size_t len,
+				off_t off)
+{
+	double t0 = now();
+	int fd = open(path, O_RDWR);
+	int tmp = open(dir, O_TMPFILE | O_RDWR, 0600);
+	struct stat st;
+	if (fd < 0 || tmp < 0 || fstat(fd, &st) < 0)
+		die("open");
+	if (ioctl(tmp, FICLONE, fd) < 0)
+		die("FICLONE");
+	if (pwrite(tmp, b, len, off) != (ssize_t)len)
+		die("pwrite");
+	struct xchg x = { .file1_fd = tmp, .length = (__u64)st.st_size,
+			  .flags = XCHG_TO_EOF | XCHG_DSYNC };
+	if (ioctl(fd, XCHG_IOC, &x) < 0)
+		die("XFS_IOC_EXCHANGE_RANGE");
+	close(tmp);
+	close(fd);
+	return now() - t0;
+}
+
+static uint64_t extents(const char *path)
+{
+	char cmd[4200];
+	FILE *p;
+	unsigned long long n = 0;
+	snprintf(cmd, sizeof(cmd), "filefrag '%s' 2>/dev/null", path);
+	p = popen(cmd, "r");
+	if (p) {
+		char line[4300];
+		if (fgets(line, sizeof(line), p)) {
+			char *c = strrchr(line, ':');
+			if (c)
+				n = strtoull(c + 1, NULL, 10);
+		}
+		pclose(p);
+	}
+	return n;
+}
+
+static void frag(void)
+{
+	char path[4096];
+	const int steps[] = { 0, 2000, 8000 };
+	const size_t len = 64 * 1024;
+	const uint64_t fsize = 64 * MiB;
+	void *b;
+	double base_o = 0, base_w = 0;
+	int done = 0;
+	oa_file *f;
+
+	snprintf(path, sizeof(path), "%s/frag", dir);
+	make_file(path, fsize);
+	f = oa_open_m(path, OA_METHOD_EXCHANGE);
+	if (!f) {
+		printf("frag: not run: the exchange method does not open here "
+		       "(%s)\n", strerror(errno));
+		unlink(path);
+		return;
+	}
+	if (posix_memalign(&b, 4096, len) != 0)
+		die("memalign");
+	fill(b, len);
+	printf("frag: one 64 KiB commit as the file fragments (median of %d, "
+	       "ms)\n  %8s %9s %12s %10s %14s %10s\n", 3 * reps, "commits",
+	       "extents", "oa exchange", "vs start", "whole-file xchg",
+	       "vs start");
+	for (size_t s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
+		/* fragment: 4 KiB exchanges at random blocks */
+		for (; done < steps[s]; done++) {
+			off_t o = (off_t)((rnd() % (fsize / 4096)) * 4096);
+			if (oa_pwrite(f, b, 4096, o) != 4096 || oa_commit(f) < 0)
+				die("oa_commit");
+		}
+		double to[MAXREPS * 3], tw[MAXREPS * 3];
+		int n = 3 * reps;
+		for (int r = 0; r < n; r++) {
+			off_t o = (off_t)((rnd() % (fsize / len)) * len);
+			double t0 = now();
+			if (oa_pwrite(f, b, len, o) != (ssize_t)len ||
+			    oa_commit(f) < 0)
+				die("oa_commit");
+			to[r] = now() - t0;
+			tw[r] = whole_file_update(path, b, len, o);
+		}
+		double mo = median(to, n) * 1e3, mw = median(tw, n) * 1e3;
+		if (s == 0) {
+			base_o = mo;
+			base_w = mw;
+		}
+		printf("  %8d %9llu %12.3f %9.2fx %14.3f %9.2fx\n", done,
+		       (unsigned long long)extents(path), mo, mo / base_o, mw,
+		       mw / base_w);
+	}
+	oa_close(f);
+	unlink(path);
+	free(b);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -330,5 +450,6 @@ int main(int argc, char **argv)
 		small_n, 0, 0);
 	commits("small: one 4 KiB write at an odd offset per commit", 4096,
 		64 * MiB, small_n, 100, 0);
+	frag();
 	return 0;
 }
