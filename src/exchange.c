@@ -54,13 +54,16 @@ struct oa_xfs_xchg {
 bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total)
 {
 	uint64_t bs = f->blk, a, b;
-	if (!f->may_exchange || !bs)
+	struct stat st;
+	/* A transaction that truncates or grows the file commits through the
+	 * journal: its bytes go there at once rather than be moved later. */
+	if (!f->may_exchange || !bs || f->has_trunc)
 		return false;
 	a = oa_align_up(off, bs);
 	b = (off + total) & ~(bs - 1);
-	if (b <= a)
+	if (b <= a || !(f->xchg_all || b - a >= OA_CLONE_MIN))
 		return false;
-	return f->xchg_all || b - a >= OA_CLONE_MIN;
+	return oa_xfstat(f->tfd, &st) == 0 && off + total <= (uint64_t)st.st_size;
 }
 
 /* The bytes [SKIP, SKIP+LEN) of IOV[0..CNT) as iovecs in OUT (room for
