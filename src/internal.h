@@ -164,6 +164,8 @@ int oa_method_resolve(struct oa_file *f);
 void oa_method_recovery(struct oa_file *f);
 /* The method AUTO uses on a file system that can do C. */
 int oa_method_auto(const struct oa_file *f, const struct oa_caps *c);
+/* What oa_ioinfo reports: the handle's method, or what a writer would use. */
+int oa_method_of(const struct oa_file *f, const struct oa_caps *c);
 /* The clone part of an op [OFF, OFF+LEN) whose bytes are at JOFF in a
  * journal: whole blocks [*A, *B) that may be cloned.  False: copy it all. */
 bool oa_clone_span(const struct oa_file *f, uint64_t off, uint64_t len,

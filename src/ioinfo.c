@@ -521,7 +521,7 @@ int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
 	memset(&io, 0, sizeof(io));
 	io.size = given;
 	/* A read-only handle never commits: report what a writer would use. */
-	io.method = f->method ? f->method : oa_method_auto(f, &c);
+	io.method = oa_method_of(f, &c);
 	io.fs_magic = c.fs_magic;
 	fs_name(io.fs_magic, io.fs_name);
 	io.block_size = c.blk;

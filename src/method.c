@@ -95,6 +95,14 @@ int oa_method_auto(const struct oa_file *f, const struct oa_caps *c)
 	return c->reflink ? OA_METHOD_CLONE : OA_METHOD_JOURNAL;
 }
 
+int oa_method_of(const struct oa_file *f, const struct oa_caps *c)
+{
+	int m = f->method ? f->method : f->opt.method;
+	if (m == OA_METHOD_AUTO)
+		m = env_method();
+	return m == OA_METHOD_AUTO ? oa_method_auto(f, c) : m;
+}
+
 int oa_method_resolve(struct oa_file *f)
 {
 	struct oa_caps c;
@@ -153,7 +161,8 @@ int oa_method_resolve(struct oa_file *f)
 void oa_method_recovery(struct oa_file *f)
 {
 	struct statfs sfs;
-	f->method = OA_METHOD_JOURNAL;
+	f->method = OA_METHOD_AUTO;   /* never commits; oa_ioinfo tells what a
+				       * writer would use */
 	f->may_kernel = false;
 	f->blk = 0;
 	if (oa_sys->fstatfs(f->tfd, &sfs) == 0 && pow2((uint64_t)sfs.f_bsize) &&

@@ -184,6 +184,12 @@ const char *tool_method_name(int method)
 		return "auto";
 	case OA_METHOD_JOURNAL:
 		return "journal";
+	case OA_METHOD_CLONE:
+		return "clone";
+	case OA_METHOD_EXCHANGE:
+		return "exchange";
+	case OA_METHOD_KERNEL:
+		return "kernel";
 	default:
 		return NULL;
 	}
