@@ -465,6 +465,20 @@ fail:
 	return -1;
 }
 
+/* Read the checkpoint into S (a control file of another inode counts as no
+ * checkpoint: *FOREIGN) and scan every journal.  -2 (errno) when the
+ * checkpoint cannot be read; else what scan_all returns. */
+static int scan_from_ckpt(struct oa_file *f, struct scan *S, bool *foreign)
+{
+	if (oa_ctl_read_ckpt(f, &S->ckpt, foreign) < 0)
+		return -2;
+	if (*foreign) {
+		note(S, "control file belongs to another file: ignored");
+		S->ckpt = 0;
+	}
+	return scan_all(f, S);
+}
+
 static int replay_one(struct oa_file *f, struct scan *S, const struct acc *a)
 {
 	struct jrn *J = &S->j[a->j];
@@ -509,13 +523,9 @@ int oa_recover_locked(struct oa_file *f)
 	uint64_t top;
 	int ret = -1;
 
-	if (oa_ctl_read_ckpt(f, &S.ckpt, &foreign_ctl) < 0)
-		return -1;
-	if (foreign_ctl)
-		S.ckpt = 0;   /* the checkpoint was of another inode */
 	if (oa_live_read(f, &l) < 0)
 		return -1;
-	if (scan_all(f, &S) < 0)
+	if (scan_from_ckpt(f, &S, &foreign_ctl) < 0)
 		goto out;
 	if (S.nacc && oa_target_writable(f) < 0)
 		goto out;
@@ -564,12 +574,9 @@ int oa_needs_recovery(struct oa_file *f)
 {
 	struct scan S = { .path = "" };
 	bool foreign_ctl;
-	int r;
-	if (oa_ctl_read_ckpt(f, &S.ckpt, &foreign_ctl) < 0)
+	int r = scan_from_ckpt(f, &S, &foreign_ctl);
+	if (r == -2)
 		return -1;
-	if (foreign_ctl)
-		S.ckpt = 0;
-	r = scan_all(f, &S);
 	if (r == 0)
 		r = S.nacc > 0;
 	scan_free(&S);
@@ -606,19 +613,16 @@ int oa__check(const char *path, const char *jdir, FILE *out)
 		oa_handle_free(f);
 		return -1;
 	}
-	if (oa_ctl_read_ckpt(f, &S.ckpt, &foreign_ctl) < 0) {
+	r = scan_from_ckpt(f, &S, &foreign_ctl);
+	if (r == -2) {
 		int e = errno;
 		if (e == EUCLEAN && out)
 			fprintf(out, "%s: control file damaged\n", path);
+		scan_free(&S);
 		oa_handle_free(f);
 		errno = e;
 		return e == EUCLEAN ? 2 : -1;
 	}
-	if (foreign_ctl) {
-		note(&S, "control file belongs to another file: ignored");
-		S.ckpt = 0;
-	}
-	r = scan_all(f, &S);
 	if (r < 0 && errno != EUCLEAN && errno != EPERM) {
 		int e = errno;
 		scan_free(&S);
