@@ -107,8 +107,8 @@ static int pwritev_all(int fd, const struct iovec *iov, int cnt, uint64_t off)
 	return 0;
 }
 
-int oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
-		size_t total, uint64_t off)
+ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
+		    size_t total, uint64_t off)
 {
 	struct iovec v[64 + 1];
 	uint64_t bs = f->blk;
@@ -121,6 +121,8 @@ int oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 	}
 	if (shadow_open(f) < 0)
 		return -1;
+	/* In file order, so that a failure leaves a prefix pending: the
+	 * caller reports a short write, as pwrite(2) would. */
 	if (a > off) {
 		n = iov_sub(iov, cnt, 0, a - off, v);
 		if (oa_journal_append(f, v, n, a - off, off) < 0)
@@ -130,16 +132,16 @@ int oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 	f->shadow_dirty = true;
 	if (pwritev_all(f->sfd, v, n, a) < 0 ||
 	    oa_index_insert(f->ix, a, b - a, a | OA_SHADOW) < 0)
-		return -1;
+		return a > off ? (ssize_t)(a - off) : -1;
 	f->shadowed = true;
 	f->pending = true;
 	f->txn_bytes += b - a;
 	if (off + total > b) {
 		n = iov_sub(iov, cnt, b - off, off + total - b, v);
 		if (oa_journal_append(f, v, n, off + total - b, b) < 0)
-			return -1;
+			return (ssize_t)(b - off);
 	}
-	return 0;
+	return (ssize_t)total;
 }
 
 int oa_unshadow(struct oa_file *f)

@@ -731,10 +731,17 @@ ssize_t oa_pwritev(oa_file *f, const struct iovec *iov, int iovcnt, off_t off)
 			}
 		}
 		uint64_t at = (uint64_t)off + done;
-		if ((oa_xchg_wants(f, at, chunk)
-			     ? oa_xchg_put(f, v, nv, chunk, at)
-			     : oa_journal_append(f, v, nv, chunk, at)) < 0)
+		ssize_t put;
+		if (oa_xchg_wants(f, at, chunk))
+			put = oa_xchg_put(f, v, nv, chunk, at);
+		else
+			put = oa_journal_append(f, v, nv, chunk, at) < 0
+			      ? -1 : (ssize_t)chunk;
+		if (put < (ssize_t)chunk) {
+			if (put > 0)
+				done += (uint64_t)put;
 			return done ? (ssize_t)done : -1;
+		}
 		done += chunk;
 	}
 	return (ssize_t)total;

@@ -198,9 +198,11 @@ static inline int oa_ext_fd(const struct oa_file *f, const struct oa_ext *e,
 }
 /* Does a write of TOTAL bytes at OFF put whole blocks into the shadow? */
 bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total);
-/* Such a write: whole blocks to the shadow, the edges to the journal. */
-int oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
-		size_t total, uint64_t off);
+/* Such a write: whole blocks to the shadow, the edges to the journal.
+ * Returns TOTAL, or how many bytes from OFF on are pending after a failure
+ * (-1 for none, errno set). */
+ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
+		    size_t total, uint64_t off);
 /* Move the shadow's pending bytes into the journal (before a journal
  * commit).  0 or -1. */
 int oa_unshadow(struct oa_file *f);
