@@ -325,8 +325,10 @@ int oa_commit_kernel(struct oa_file *f)
 	}
 	if (w < 0 && (e == EINVAL || e == EOPNOTSUPP || e == ENOSYS)) {
 		/* Refused before anything was written (alignment, a unit this
-		 * file does not take now): the journal takes it. */
-		f->may_kernel = false;
+		 * file does not take now): the journal takes it.  Only a
+		 * kernel without the call stops the method for the handle. */
+		if (e != EINVAL)
+			f->may_kernel = false;
 		goto out;
 	}
 	if (w < 0 && (e == ENOSPC || e == EDQUOT)) {
