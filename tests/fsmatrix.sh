@@ -27,7 +27,11 @@ case $build in /*) ;; *) build=$root/$build ;; esac
 work=${OA_TEST_DIR:-$(mktemp -d)}
 . "$here/util/fs.sh"
 FSLIST=${FSMATRIX_FS:-tmpfs xfs xfs:journal xfs:clone xfs:kernel xfs:exchange btrfs}
-KILLS=${FSMATRIX_KILLS:-200}
+# (the sanitizer pass, BUILD=*asan*, is for memory errors: 60 kills there)
+case $build in
+*asan*) KILLS=${FSMATRIX_KILLS:-60} ;;
+*) KILLS=${FSMATRIX_KILLS:-200} ;;
+esac
 TESTS="conf_commit conf_ryw conf_visibility conf_abort_close conf_errors
        conf_recover conf_concurrency conf_perms unit_recover conf_methods"
 
