@@ -202,11 +202,17 @@ out:
 void oa_shadow_reset(struct oa_file *f)
 {
 	/* Its blocks are dead (old data after an exchange, or bytes of a
-	 * dropped transaction): give the space back.  A failure only costs
-	 * space; FILE1_WRITTEN never moves a block the index does not name
-	 * in the span, and every composed block is written afresh. */
-	if (f->sfd >= 0 && f->shadow_dirty && oa_xftruncate(f->sfd, 0) == 0)
-		f->shadow_dirty = false;
+	 * dropped transaction): give the space back.  They must go: the next
+	 * exchange moves every written block of its span.  If the truncate
+	 * fails, the shadow is dropped and the next transaction makes a new
+	 * one. */
+	if (f->sfd < 0 || !f->shadow_dirty)
+		return;
+	if (oa_xftruncate(f->sfd, 0) < 0) {
+		oa_xclose(f->sfd);
+		f->sfd = -1;
+	}
+	f->shadow_dirty = false;
 }
 
 /* Compose block [K, K+BS) (clipped to SIZE) in the shadow: the committed
