@@ -134,6 +134,22 @@ int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 	return 0;
 }
 
+static int name_durable(struct oa_file *f, int k, bool fresh)
+{
+	struct oa_live l;
+	uint64_t bit = k < 64 ? 1ull << k : 0;
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	if (bit && (l.jnamed & bit))
+		return 0;
+	if (!fresh && !MUTANT(23) && oa_xfsync(f->dfd) < 0)
+		return -1;
+	if (!bit)
+		return 0;
+	l.jnamed |= bit;
+	return oa_live_write(f, &l);
+}
+
 int oa_journal_acquire(struct oa_file *f)
 {
 	char name[NAME_MAX + 1];
@@ -145,11 +161,13 @@ int oa_journal_acquire(struct oa_file *f)
 		return -1;
 	}
 	for (int k = 0; k < 4096; k++) {
+		bool fresh = false;
 		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
 			return -1;
 		fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
 		if (fd < 0 && errno == ENOENT) {
 			fd = oa_create_atomic(f, name, fill_jnl, NULL);
+			fresh = fd >= 0;   /* its name is durable (I8) */
 			if (fd < 0 && errno == EEXIST) {
 				k--;   /* someone else created it: look again */
 				continue;
@@ -185,6 +203,12 @@ int oa_journal_acquire(struct oa_file *f)
 		/* A journal left by a dead handle may hold commits newer
 		 * than the checkpoint: recycling checkpoints them first. */
 		r = oa_heal_locked(f, NULL);
+		/* I8: found by its name, the journal may be one whose creator
+		 * died, or whose directory flush failed, between its link and
+		 * that flush: make the name durable before a commit relies on
+		 * it, once (the live area remembers). */
+		if (r == 0)
+			r = name_durable(f, k, fresh);
 		if (r == 0)
 			r = oa_journal_recycle_locked(f, f->may_clone
 							 ? OA_JRNL_INITIAL

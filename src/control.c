@@ -210,6 +210,7 @@ int oa_live_read(struct oa_file *f, struct oa_live *l)
 	l->ckpt_seq = oa_get64(b + 24);
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
 		l->jmax[i] = oa_get64(b + 32 + 8 * i);
+	l->jnamed = oa_get64(b + 32 + 8 * OA_LIVE_JMAX);
 	if (l->magic != OA_LIVE_MAGIC) {
 		/* Never initialised: treat as "nothing known"; the opener that
 		 * recovers rewrites it. */
@@ -228,6 +229,7 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l)
 	oa_put64(b + 24, l->ckpt_seq);
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
 		oa_put64(b + 32 + 8 * i, l->jmax[i]);
+	oa_put64(b + 32 + 8 * OA_LIVE_JMAX, l->jnamed);
 	if (f->live && f->cfd_rw) {
 		memcpy(f->live, b, sizeof(b));
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);

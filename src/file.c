@@ -201,9 +201,16 @@ static int identify(struct oa_file *f)
 	f->gid = st.st_gid;
 	f->mode = st.st_mode & 07777;
 	/* The inode generation tells a reused inode number from the file the
-	 * journal was written for.  Not every file system has it. */
-	if (oa_sys->ioctl(f->tfd, FS_IOC_GETVERSION, &gen) == 0)
+	 * journal was written for.  Not every file system has it: only "not
+	 * supported" means 0.  Any other failure (EIO, ENOMEM, ...) fails the
+	 * open: taking it for 0 would make the file's own journals look
+	 * foreign, and their commits be ignored. */
+	if (oa_sys->ioctl(f->tfd, FS_IOC_GETVERSION, &gen) == 0) {
 		f->igen = (uint32_t)gen;
+	} else if (errno != ENOTTY && errno != EOPNOTSUPP && errno != EINVAL &&
+		   errno != ENOSYS) {
+		return -1;
+	}
 	return 0;
 }
 
@@ -837,6 +844,13 @@ int oa_abort(oa_file *f)
 static void drop_extra_journals(struct oa_file *f)
 {
 	char name[NAME_MAX + 1];
+	struct oa_live l;
+	/* Their names go: a journal made again under one of them must have
+	 * its name flushed again (I8). */
+	if (oa_live_read(f, &l) == 0) {
+		l.jnamed &= 1;
+		oa_live_write(f, &l);
+	}
 	for (int k = 1; k < 4096; k++) {
 		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
 			return;

@@ -152,7 +152,11 @@ struct oa_commit_hdr {
 struct oa_live {
 	uint64_t magic, last_seq, dirty_seq, ckpt_seq;
 	uint64_t jmax[OA_LIVE_JMAX];
+	/* 544: bit K set: journal K's name was made durable by a directory
+	 * flush that returned 0 (I8); journals >= 64 are flushed at every
+	 * acquire */
+	uint64_t jnamed;
 };
-#define OA_LIVE_BYTES (32 + 8 * OA_LIVE_JMAX)
+#define OA_LIVE_BYTES (32 + 8 * OA_LIVE_JMAX + 8)
 
 #endif

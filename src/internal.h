@@ -258,6 +258,7 @@ uint64_t oa_random64(void);
  *      the checkpoint (recovery then replays it over the write)
  *  22  exchange method: exchange while a journal commit is newer than the
  *      checkpoint (I11)
+ *  23  a journal found by name is used without flushing its directory (I8)
  *  21  recycle a journal (new generation; clone records cut off) before the
  *      checkpoint covers its commits (I6)
  */

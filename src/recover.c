@@ -544,9 +544,14 @@ int oa_recover_locked(struct oa_file *f)
 		if (oa_ctl_write_ckpt(f, top) < 0)
 			goto out;
 	}
+	/* Rebuilt; jnamed stays: a set bit records a directory flush that
+	 * returned 0, which no crash undoes (only drop_extra_journals removes
+	 * journals, and it clears their bits). */
+	uint64_t named = l.jnamed;
 	memset(&l, 0, sizeof(l));
 	l.magic = OA_LIVE_MAGIC;
 	l.last_seq = l.ckpt_seq = top;
+	l.jnamed = named;
 	ret = oa_live_write(f, &l);
 out:
 	scan_free(&S);

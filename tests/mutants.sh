@@ -19,7 +19,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 20 21 22}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -33,14 +33,46 @@ declare -A what=(
 	[5]="checkpoint before the file is flushed (I5)"
 	[6]="no healing of a dead committer (I10)"
 	[7]="failed commit flush reported as success (I9)"
+	[20]="kernel method writes while a journal commit awaits its checkpoint (I11)"
+	[21]="journal recycled before the checkpoint covers it (I6)"
+	[22]="exchange while a journal commit awaits its checkpoint (I11)"
 )
+# The methods' mutants need a file system that has the method: the kill
+# torture on an XFS image with reflink and exchange (xfs-torture), first.
+declare -A tests_of=(
+	[20]="xfs-torture"
+	[22]="xfs-torture"
+)
+declare -A method_of=(
+	[20]=""            # AUTO: single aligned writes go by RWF_ATOMIC
+	[22]="exchange"
+)
+. "$here/util/fs.sh"
+
+# xfs_torture BUILD METHOD: the kill torture on a fresh XFS loop mount.
+xfs_torture() {
+	local b=$1 m=$2 d img mnt loop rc
+	[ "$(id -u)" = 0 ] || return 77
+	d=$(mktemp -d "$work/x.XXXXXX")
+	img=$d/xfs.img mnt=$d/mnt
+	mkdir -p "$mnt"
+	truncate -s 1G "$img" && mkfs_xfs "$img" || return 77
+	loop=$(losetup -f --show "$img" 2>/dev/null) || return 77
+	mount_xfs "$loop" "$img" "$mnt" >/dev/null || { losetup -d "$loop"; return 77; }
+	OATOMIC_METHOD=$m OA_TEST_DIR=$mnt TORTURE_KILLS=$KILLS \
+		timeout 600 "$b/tests/torture" kill --no-selftest >"$d.log" 2>&1
+	rc=$?
+	umount "$mnt"; losetup -d "$loop"; rm -rf "$d"
+	return $rc
+}
 
 # The crash tests, cheapest first; the first failure catches the mutant.
 run_tests() {
-	local b=$1 t d
-	for t in ${MUTANT_TESTS:-unit_recover conf_recover torture powercut.sh}; do
+	local b=$1 m=$2 t d
+	for t in ${tests_of[$m]:-} ${MUTANT_TESTS:-unit_recover conf_recover torture powercut.sh}; do
 		d=$(mktemp -d "$work/t.XXXXXX")
 		case $t in
+		xfs-torture) xfs_torture "$b" "${method_of[$m]:-}" ;;
 		*.sh) OA_TEST_DIR=$d BUILD=$b POWERCUT_CUTS=$CUTS \
 			timeout 600 "tests/$t" >"$d.log" 2>&1 ;;
 		torture) OA_TEST_DIR=$d TORTURE_KILLS=$KILLS \
@@ -66,7 +98,7 @@ for m in $MUTANTS; do
 	     >"$work/make$m.log" 2>&1; then
 		echo "mutant $m: build failed"; cat "$work/make$m.log"; continue
 	fi
-	if by=$(run_tests "$b"); then
+	if by=$(run_tests "$b" "$m"); then
 		caught=$((caught + 1))
 		printf 'mutant %d (%s): caught by %s\n' "$m" "${what[$m]}" "$by"
 	else
