@@ -402,6 +402,11 @@ void oa_txn_drop(struct oa_file *f)
 		f->rec_open = false;
 	}
 	f->tx_id++;
+	/* A transaction starts in a sector no earlier one touched: on a disk
+	 * whose cut can garble the whole sector being written (not "power
+	 * safe"), writing the next transaction can then never damage the
+	 * commit record of an acknowledged one (I4). */
+	f->pos = oa_align_up(f->pos, OA_TX_ALIGN);
 	f->tx_start = f->pos;
 }
 

@@ -29,6 +29,7 @@
 #define OA_LIVE_OFF       8192
 #define OA_DATA_START     8192   /* journal: first record */
 #define OA_REC_ALIGN      512
+#define OA_TX_ALIGN       4096   /* each transaction's first record */
 #define OA_REC_HDR        64
 #define OA_COMMIT_FIXED   32     /* commit body before the ops */
 #define OA_OP_BYTES       24
