@@ -109,8 +109,9 @@ extern void *sim_hook_arg;
 /* Make seam call number AT (sim_ncalls at its start; -1: none) fail.  KIND:
  *   SIM_F_ERR    return -1 with ERR, nothing done;
  *   SIM_F_SHORT  a write writes the first half and returns its length
- *                (other calls: as SIM_F_ERR);
- *   SIM_F_FLUSH  a flush returns -1 with ERR after the unflushed writes of
+ *                (fires only on writes);
+ *   SIM_F_FLUSH  (fires only on flushes) a flush returns -1 with ERR after
+ *                the unflushed writes of
  *                the file were lost (indeterminate on a real disk: the
  *                adversarial choice); pages stay as written but clean, so
  *                the next flush returns 0 without writing them. */
@@ -121,5 +122,11 @@ void sim_set_fault(long at, int kind, int err);
 /* Did the planned fault fire? */
 extern bool sim_fault_fired;
 extern const char *sim_fault_call;
+/* While paused, seam calls are not counted, hooked or failed. */
+void sim_pause(bool on);
+/* Never inject into seam calls of this name (NULL: none). */
+extern const char *sim_fault_skip;
+/* Never inject into the fsync of a directory. */
+extern bool sim_fault_skip_dirsync;
 
 #endif

@@ -85,11 +85,11 @@ void sc_snap_now(struct sc *s, const char *what);
 /* Workload steps; a failing oa_* call (when EXPECT_OK) counts as a failure
  * of the test (s->fails). */
 int sc_open(struct sc *s, int fi, int flags);          /* handle index */
-void sc_write(struct sc *s, int h, uint64_t off, uint64_t len, uint64_t seed);
-void sc_trunc(struct sc *s, int h, uint64_t len);
+int sc_write(struct sc *s, int h, uint64_t off, uint64_t len, uint64_t seed);
+int sc_trunc(struct sc *s, int h, uint64_t len);
 /* Returns oa_commit's result; keeps the model. */
 int sc_commit(struct sc *s, int h);
-void sc_abort(struct sc *s, int h);
+int sc_abort(struct sc *s, int h);
 int sc_close(struct sc *s, int h);
 /* Power cut now with everything unflushed lost (CHOICE NULL) or as
  * given, then continue on the crashed disk (handles are gone). */
