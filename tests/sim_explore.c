@@ -56,8 +56,13 @@ static void check_one(struct sc_snap *sn, const struct sim_cfg *cfg,
 	bool reopen = (checked_distinct % 61) == 0;
 	int r = sc_check(sn, cfg, choice, reopen);
 	explored++;
-	if (r == 1)
+	if (r == 1) {
 		violations++;
+		if (getenv("SIM_STOP_FIRST")) {
+			printf("violation found after %lu crash states\n", explored);
+			exit(1);
+		}
+	}
 	if (r == 0)
 		checked_distinct++;
 }

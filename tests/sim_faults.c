@@ -199,6 +199,8 @@ static long run(int wi, long at, int fi, bool check)
 		if (check && (sim_fault_fired || p[1].k == S_END) &&
 		    sc_check_live(&s)) {
 			violations++;
+			if (getenv("SIM_STOP_FIRST"))
+				exit(1);
 			fprintf(stderr, "    after step %d of %s, fault %s at call "
 				"%ld (%s)\n", (int)(p - works[wi].steps),
 				works[wi].name, faults[fi].name, at, sim_fault_call);
@@ -233,6 +235,8 @@ static long run(int wi, long at, int fi, bool check)
 				states++;
 				if (sc_check(sn, &cfg, c, false) == 1) {
 					violations++;
+					if (getenv("SIM_STOP_FIRST"))
+						exit(1);
 					fprintf(stderr, "    workload %s, fault %s at "
 						"call %ld (%s)\n", works[wi].name,
 						faults[fi].name, at, sim_fault_call);
