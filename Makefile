@@ -5,6 +5,9 @@
 #   make install PREFIX=/usr/local [DESTDIR=...]
 #   make BUILD=build-asan SANITIZE=1 test    the suite under ASan + UBSan
 #   make WERROR=1        warnings are errors (CI)
+#   make crash-mutants   the planted protocol bugs, each must be caught
+#   make fuzz            libFuzzer on recovery (clang; FUZZ_SECONDS=60)
+#   make test-long       the long versions, for nights (tests/long/run.sh)
 
 VERSION   := 0.1.0
 SOMAJOR   := 0
@@ -107,6 +110,18 @@ test: all
 crash-mutants:
 	tests/mutants.sh
 
+# libFuzzer on recovery through the power-loss simulator (clang with its
+# fuzzer runtime); the build and the grown corpus stay in $(BUILD)-fuzz.
+FUZZ_SECONDS ?= 60
+fuzz:
+	FUZZ_OUT=$(BUILD)-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) BUILD=$(BUILD) tests/fuzz.sh
+
+# The long versions, for nights: 20 million crash states, fault injection
+# with every seed, an hour of fuzzing, the kill torture and power cuts at
+# ten times their CI counts, and every planted bug.
+test-long: all
+	BUILD=$(BUILD) tests/long/run.sh
+
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(PCDIR) \
 	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3
@@ -126,5 +141,5 @@ install: all
 clean:
 	rm -rf build build-*
 
-.PHONY: all test install clean crash-mutants
+.PHONY: all test install clean crash-mutants fuzz test-long
 .DELETE_ON_ERROR:

@@ -254,6 +254,10 @@ uint64_t oa_random64(void);
  *   5  checkpoint record before the file's flush (I5)
  *   6  ignore the dirty marker: no healing of a dead committer (I10)
  *   7  report a failed commit flush as success (I9)
+ *   8  no directory flush after linking a new control or journal file (I8)
+ *   9  recovery trusts a commit record whose data did not all arrive, as
+ *      if the record had been made durable before its data (I1)
+ *  10  a checkpoint passes a failed flush of the file (I9, I5)
  *  20  kernel method: RWF_ATOMIC write while a journal commit is newer than
  *      the checkpoint (recovery then replays it over the write)
  *  22  exchange method: exchange while a journal commit is newer than the

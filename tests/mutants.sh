@@ -6,11 +6,15 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default "1 2 3 4 5 6 7")
+#   MUTANTS          which (default "1 2 3 4 5 6 7 8 9 10")
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
-#                    "unit_recover conf_recover torture powercut.sh")
+#                    "sim_explore sim_faults unit_recover conf_recover
+#                    torture powercut.sh": the power-loss simulator first,
+#                    it is the cheapest and stops at its first violation)
+#   MUTANT_SIM_STATES  crash states sim_explore may explore per mutant
+#                    (default 300000)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -19,7 +23,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 20 21 22}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -33,9 +37,13 @@ declare -A what=(
 	[5]="checkpoint before the file is flushed (I5)"
 	[6]="no healing of a dead committer (I10)"
 	[7]="failed commit flush reported as success (I9)"
+	[8]="no directory flush after creating a control or journal file (I8)"
+	[9]="commit record trusted without all its data (I1)"
+	[10]="checkpoint passes a failed flush of the file (I9)"
 	[20]="kernel method writes while a journal commit awaits its checkpoint (I11)"
 	[21]="journal recycled before the checkpoint covers it (I6)"
 	[22]="exchange while a journal commit awaits its checkpoint (I11)"
+	[23]="a journal found by name used without flushing its directory (I8)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first.
@@ -69,10 +77,14 @@ xfs_torture() {
 # The crash tests, cheapest first; the first failure catches the mutant.
 run_tests() {
 	local b=$1 m=$2 t d
-	for t in ${tests_of[$m]:-} ${MUTANT_TESTS:-unit_recover conf_recover torture powercut.sh}; do
+	for t in ${tests_of[$m]:-} ${MUTANT_TESTS:-sim_explore sim_faults unit_recover conf_recover torture powercut.sh}; do
 		d=$(mktemp -d "$work/t.XXXXXX")
 		case $t in
 		xfs-torture) xfs_torture "$b" "${method_of[$m]:-}" ;;
+		sim_*) OA_TEST_DIR=$d SIM_STOP_FIRST=1 SIM_NO_KNOWN=1 \
+			SIM_FAULT_DIRSYNC=1 SIM_FAULT_IOCTL=1 \
+			SIM_STATES=${MUTANT_SIM_STATES:-300000} \
+			timeout 600 "$b/tests/$t" >"$d.log" 2>&1 ;;
 		*.sh) OA_TEST_DIR=$d BUILD=$b POWERCUT_CUTS=$CUTS \
 			timeout 600 "tests/$t" >"$d.log" 2>&1 ;;
 		torture) OA_TEST_DIR=$d TORTURE_KILLS=$KILLS \
@@ -93,7 +105,8 @@ n=0 caught=0
 for m in $MUTANTS; do
 	n=$((n + 1))
 	b=$work/build-m$m
-	if ! make -s -j2 BUILD="$b" MUTANT="$m" "$b/tests/unit_recover" \
+	if ! make -s -j2 BUILD="$b" MUTANT="$m" "$b/tests/sim_explore" \
+	     "$b/tests/sim_faults" "$b/tests/unit_recover" \
 	     "$b/tests/conf_recover" "$b/tests/torture" "$b/oatomic" \
 	     >"$work/make$m.log" 2>&1; then
 		echo "mutant $m: build failed"; cat "$work/make$m.log"; continue
