@@ -43,6 +43,7 @@ static const struct tool_cmd *const cmdtab[] = {
 	&recover_cmd,
 	&check_cmd,
 	&demo_cmd,
+	&bench_cmd,
 	&help_cmd,
 };
 
