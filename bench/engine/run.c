@@ -228,8 +228,8 @@ static const char *const wl_title[WL_N] = {
 	"small commits: one update at a random aligned offset per commit",
 	"large transactions: the whole file rewritten in 1 MiB writes, one commit",
 	"many small writes per transaction: 4 KiB writes at random offsets",
-	"concurrent committers: 4 KiB commits, threads or processes, one file "
-	"or one file each",
+	("concurrent committers: 4 KiB commits, threads or processes, one "
+	 "file or one file each"),
 	"recovery after a crash at the commit point, against journal size",
 };
 
@@ -712,6 +712,7 @@ static double med(double *v, int n)
 static void run_point(struct runcfg *rc, const struct point *p)
 {
 	struct bench_row *rows[BENCH_MAXALTS] = { 0 };
+	int ridx[BENCH_MAXALTS];
 	struct run_out res[BENCH_MAXALTS][MAXREPS];
 	int live[BENCH_MAXALTS] = { 0 };
 	uint64_t need;
@@ -727,8 +728,9 @@ static void run_point(struct runcfg *rc, const struct point *p)
 
 		if (!a->usable)
 			continue;
+		/* rows may move as rows are added: pointers after the loop */
 		row = bench_add_row(rc->rep);
-		rows[i] = row;
+		ridx[i] = (int)(row - rc->rep->rows);
 		row->workload = wl_name[p->wl];
 		row->alt = a->name;
 		row->param = p->param;
@@ -767,6 +769,9 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		/* Disk space for one data set at a time would be kinder, but
 		 * then the alternatives could not take turns. */
 	}
+	for (int i = 0; i < rc->nalts; i++)
+		if (rc->alts[i]->usable)
+			rows[i] = &rc->rep->rows[ridx[i]];
 	for (int r = 0; r < rc->reps && nlive; r++) {
 		for (int j = 0; j < rc->nalts; j++) {
 			int i = r % 2 == 0 ? j : rc->nalts - 1 - j;
