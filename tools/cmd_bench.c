@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tool.h"
 #include "../bench/engine/bench.h"	/* the engine */
@@ -140,6 +141,7 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 	if (optind != argc)
 		return tool_usage(cmd, "unexpected argument '%s'",
 				  argv[optind]);
+	o.progress = 1;	/* csv, json: a line per point on stderr */
 	return bench_main(&o);
 }
 

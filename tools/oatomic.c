@@ -139,6 +139,16 @@ int tool_badopt(const struct tool_cmd *cmd, int c, char **argv)
 	return tool_usage(cmd, "unknown option '%s'", word);
 }
 
+int tool_one_path(const struct tool_cmd *cmd, int argc, char **argv,
+		  const char **path)
+{
+	if (argc - optind != 1)
+		return tool_usage(cmd, optind == argc ? "missing PATH"
+						      : "too many arguments");
+	*path = argv[optind];
+	return 0;
+}
+
 int tool_help(const struct tool_cmd *cmd)
 {
 	printf("usage: %s %s %s\n\n%s\n", progname, cmd->name, cmd->args,

@@ -72,6 +72,12 @@ int tool_usage(const struct tool_cmd *cmd, const char *fmt, ...)
  * Returns TOOL_EXIT_USAGE. */
 int tool_badopt(const struct tool_cmd *cmd, int c, char **argv);
 
+/* After getopt: the one PATH operand left in ARGV (at optind) into *PATH.
+ * Returns 0, or reports "missing PATH" / "too many arguments" and returns
+ * TOOL_EXIT_USAGE. */
+int tool_one_path(const struct tool_cmd *cmd, int argc, char **argv,
+		  const char **path);
+
 /* Print the help of CMD on standard output.  Returns TOOL_EXIT_OK. */
 int tool_help(const struct tool_cmd *cmd);
 
