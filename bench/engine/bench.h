@@ -94,6 +94,7 @@ struct bench_opts {
 	uint64_t max_size;	/* 0: the ranges (4 GiB files) */
 	double budget;		/* seconds per alternative per rep, 0: default */
 	int keep;
+	int progress;		/* a line on stderr per point (csv, json) */
 };
 
 #define BENCH_WORKLOADS "small,large,many,concurrent,recovery"

@@ -167,9 +167,17 @@ static void env_lines(const struct bench_report *r, const char *pfx)
 	       "median [min-max]%s\n", pfx, e->reps,
 	       e->quick ? "; --quick sizes" : "");
 	for (int i = 0; i < r->nalts; i++) {
+		static const char *const mname[] = { "auto", "journal",
+			"clone", "exchange", "kernel" };
 		const struct bench_alt *a = r->alts[i];
-		printf("%salt:      %-17s %s\n", pfx, a->name,
+		int m = a->actual_method;
+		printf("%salt:      %-17s %s", pfx, a->name,
 		       a->usable ? a->desc : a->why);
+		/* what oa_ioinfo said the handle uses */
+		if (a->usable && a->method >= 0)
+			printf(" [commits with: %s]", m >= 0 && m < 5 ?
+			       mname[m] : "?");
+		putchar('\n');
 	}
 }
 

@@ -848,6 +848,10 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		if (rows[i])
 			bench_print_row_live(rc->rep, rows[i],
 					     rc->o->format);
+	if (rc->o->format != BF_TABLE && rc->o->progress)
+		fprintf(stderr, "oatomic: bench: %s %s=%lu %s done\n",
+			wl_name[p->wl], p->param, (unsigned long)p->value,
+			cm_name[p->mode]);
 }
 
 /* ---- the workloads' points ------------------------------------------------- */
