@@ -25,6 +25,6 @@ END {
    printf "| %s %s, file %s MiB%s | %.0f%s |", f[1], f[2], f[3]/1048576, (f[4]=="-"?"":", " f[4]), v, unit
    for(j=1;j<=m;j++){ if (!((k,b[j]) in lat)) { printf " - |"; continue }
      if (big) r = mbs[k,"oatomic-auto"]/mbs[k,b[j]]; else if (conc) r = cps[k,"oatomic-auto"]/cps[k,b[j]]; else r = lat[k,"oatomic-auto"]/lat[k,b[j]]
-     printf " %.2f |", r }
+     printf (r < 0.1 ? " %.3f |" : " %.2f |"), r }
    printf "\n" }
 }'
