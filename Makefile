@@ -57,6 +57,15 @@ SHLIB     := $(BUILD)/liboatomic.so.$(VERSION)
 all: $(BUILD)/liboatomic.so $(BUILD)/liboatomic.a $(BUILD)/oatomic $(TESTS) \
      $(BENCHES) $(BUILD)/oatomic.pc
 
+# The engine of `oatomic bench` (bench/engine/), linked into the tool.
+BENGINE_SRC := $(sort $(wildcard bench/engine/*.c))
+BENGINE_OBJ := $(BENGINE_SRC:bench/engine/%.c=$(BUILD)/obj/bengine/%.o)
+TOOL_OBJ    += $(BENGINE_OBJ)
+$(BUILD)/obj/tools/cmd_bench.o: bench/engine/bench.h
+$(BUILD)/obj/bengine/%.o: bench/engine/%.c bench/engine/bench.h $(wildcard src/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Ibench/engine $(CFLAGS) -c $< -o $@
+
 $(BUILD)/obj/pic/%.o: src/%.c $(wildcard src/*.h) include/oatomic.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@

@@ -142,7 +142,7 @@ static int info_f(const struct tool_cmd *cmd, int argc, char **argv)
 	struct oa_ioinfo io;
 	const char *path;
 	oa_file *f;
-	int json = 0, opt;
+	int json = 0, opt, ret;
 
 	while ((opt = getopt_long(argc, argv, ":jJ:h", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -158,10 +158,8 @@ static int info_f(const struct tool_cmd *cmd, int argc, char **argv)
 			return tool_badopt(cmd, opt, argv);
 		}
 	}
-	if (argc - optind != 1)
-		return tool_usage(cmd, optind == argc ? "missing PATH"
-						      : "too many arguments");
-	path = argv[optind];
+	if ((ret = tool_one_path(cmd, argc, argv, &path)))
+		return ret;
 
 	f = oa_open_opts(path, O_RDONLY, 0, &opts);
 	if (!f)

@@ -172,10 +172,8 @@ static int write_f(const struct tool_cmd *cmd, int argc, char **argv)
 			return tool_badopt(cmd, opt, argv);
 		}
 	}
-	if (argc - optind != 1)
-		return tool_usage(cmd, optind == argc ? "missing PATH"
-						      : "too many arguments");
-	path = argv[optind];
+	if ((ret = tool_one_path(cmd, argc, argv, &path)))
+		return ret;
 
 	f = oa_open_opts(path, flags, 0666, &opts);
 	if (!f)
@@ -215,10 +213,8 @@ static int replace_f(const struct tool_cmd *cmd, int argc, char **argv)
 			return tool_badopt(cmd, opt, argv);
 		}
 	}
-	if (argc - optind != 1)
-		return tool_usage(cmd, optind == argc ? "missing PATH"
-						      : "too many arguments");
-	path = argv[optind];
+	if ((ret = tool_one_path(cmd, argc, argv, &path)))
+		return ret;
 
 	/* The same inode, emptied and refilled in one transaction: unlike
 	 * write-to-temporary-and-rename, the mode, owner, extended attributes

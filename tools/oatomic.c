@@ -43,6 +43,7 @@ static const struct tool_cmd *const cmdtab[] = {
 	&recover_cmd,
 	&check_cmd,
 	&demo_cmd,
+	&bench_cmd,
 	&help_cmd,
 };
 
@@ -136,6 +137,16 @@ int tool_badopt(const struct tool_cmd *cmd, int c, char **argv)
 	if (optopt && word[0] == '-' && word[1] != '-')
 		return tool_usage(cmd, "unknown option '-%c'", optopt);
 	return tool_usage(cmd, "unknown option '%s'", word);
+}
+
+int tool_one_path(const struct tool_cmd *cmd, int argc, char **argv,
+		  const char **path)
+{
+	if (argc - optind != 1)
+		return tool_usage(cmd, optind == argc ? "missing PATH"
+						      : "too many arguments");
+	*path = argv[optind];
+	return 0;
 }
 
 int tool_help(const struct tool_cmd *cmd)

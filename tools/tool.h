@@ -37,6 +37,7 @@ extern const struct tool_cmd replace_cmd;	/* cmd_write.c */
 extern const struct tool_cmd recover_cmd;	/* cmd_recover.c */
 extern const struct tool_cmd check_cmd;		/* cmd_recover.c */
 extern const struct tool_cmd demo_cmd;		/* cmd_demo.c */
+extern const struct tool_cmd bench_cmd;		/* cmd_bench.c */
 
 /*
  * Report an error as the one line `oatomic: PATH: [WHAT: ]reason` on
@@ -70,6 +71,12 @@ int tool_usage(const struct tool_cmd *cmd, const char *fmt, ...)
  * optind/optopt as getopt left them; the optstring must begin with ':').
  * Returns TOOL_EXIT_USAGE. */
 int tool_badopt(const struct tool_cmd *cmd, int c, char **argv);
+
+/* After getopt: the one PATH operand left in ARGV (at optind) into *PATH.
+ * Returns 0, or reports "missing PATH" / "too many arguments" and returns
+ * TOOL_EXIT_USAGE. */
+int tool_one_path(const struct tool_cmd *cmd, int argc, char **argv,
+		  const char **path);
 
 /* Print the help of CMD on standard output.  Returns TOOL_EXIT_OK. */
 int tool_help(const struct tool_cmd *cmd);

@@ -1,0 +1,119 @@
+#!/bin/bash
+# bench_quick.sh - `oatomic bench --quick` runs every workload and produces
+# every figure, in CSV, JSON and table form.  It checks that the figures are
+# there and sane (numbers where a number belongs), never how fast anything
+# is.
+#
+# timeout: 600
+set -u
+
+BUILD=${BUILD:-build}
+SRC=${OA_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+OA=$BUILD/oatomic
+[[ $OA = /* ]] || OA=$SRC/$OA
+DIR=${OA_TEST_DIR:-$(mktemp -d)}
+[ -x "$OA" ] || { echo "SKIP: $OA not built"; exit 77; }
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+csv=$DIR/quick.csv
+"$OA" bench --quick --format csv --dir "$DIR" >"$csv" 2>"$DIR/err"
+rc=$?
+[ $rc -eq 0 ] || { cat "$DIR/err"; tail -5 "$csv"; fail "oatomic bench --quick --format csv exited $rc"; }
+
+want_cols="workload,alternative,param,value,file_bytes,mode,status,reps,commits,txn_bytes,lat_med_us,lat_min_us,lat_max_us,lat_p99_us,commits_s,commits_s_min,commits_s_max,mb_s,flushes_per_commit,bytes_per_byte,io_bytes_per_byte,dev_flushes_per_commit,dev_bytes_per_byte,peak_rss_kib,lat_vs_inplace,note"
+header=$(grep -v '^#' "$csv" | head -1)
+[ "$header" = "$want_cols" ] || fail "CSV header is '$header'"
+
+# The alternatives that could run here ("alt: NAME description"; the ones
+# that could not say why instead).
+mapfile -t usable < <(awk '/^# alt:/ && $0 !~ /not supported here|not installed|probe failed/ {print $3}' "$csv")
+[ ${#usable[@]} -ge 3 ] || fail "fewer than 3 usable alternatives: ${usable[*]}"
+printf '%s\n' "${usable[@]}" | grep -qx oatomic-auto || fail "oatomic-auto not usable"
+printf '%s\n' "${usable[@]}" | grep -qx inplace || fail "inplace not usable"
+
+# Every row: known status, no failure; ok rows carry their figures.
+bad=$(grep -v '^#' "$csv" | tail -n +2 | awk -F, '
+function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
+{
+	w = $1; a = $2; st = $7
+	if (st == "failed") { print "failed: " $0; next }
+	if (st != "ok" && st != "n/a" && st != "skipped") { print "status: " $0; next }
+	if (st != "ok") next
+	ok[w]++; okalt[w "/" a] = 1
+	if (!num($8) || $8 < 1 || !num($9) || $9 < 1) print "reps/commits: " $0
+	if (!num($11) || !num($12) || !num($13) || !num($14) || !num($24))
+		print "latency/peak: " $0
+	if ($12 > $11 || $11 > $13) print "min <= median <= max: " $0
+	if (w == "recovery") next
+	for (i = 15; i <= 18; i++) if (!num($i) || $i <= 0) print "rate col " i ": " $0
+	if (!num($21)) print "io_bytes_per_byte: " $0
+	if (a ~ /^oatomic-|^inplace$|^copy-rename$|^rwf-atomic$/ &&
+	    (!num($19) || !num($20) || $19 <= 0 || $20 <= 0))
+		print "own flush/byte counts: " $0
+	if (a ~ /^oatomic-/ && $20 < 1) print "oatomic writes less than it commits: " $0
+	if (!num($25)) print "lat_vs_inplace: " $0
+}
+END {
+	split("small large many concurrent recovery", wl, " ")
+	for (i = 1; i <= 5; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
+	for (k in okalt) n++
+}')
+[ -z "$bad" ] || fail "$(printf 'bad rows:\n%s' "$bad")"
+
+# Each usable alternative ran the small workload, and every concurrency mode
+# was measured.
+for a in "${usable[@]}"; do
+	grep -q "^small,$a,.*,ok," "$csv" || fail "$a has no ok small-commit row"
+done
+for m in threads/one-file threads/own-files processes/one-file processes/own-files; do
+	grep -q "^concurrent,oatomic-auto,writers,[0-9]*,[0-9]*,$m,ok," "$csv" ||
+		fail "no concurrent row for $m"
+done
+grep -q '^recovery,oatomic-auto,journal_bytes,.*,ok,' "$csv" || fail "no oatomic recovery row"
+
+# JSON (one small workload, one repetition): well formed, same rows.
+json=$DIR/quick.json
+"$OA" bench --quick --format json --workload small,recovery --reps 1 --dir "$DIR" >"$json" 2>"$DIR/err"
+rc=$?
+[ $rc -eq 0 ] || { cat "$DIR/err"; fail "oatomic bench --format json exited $rc"; }
+if command -v python3 >/dev/null 2>&1; then
+	python3 - "$json" <<'EOF' || fail "JSON check failed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("machine", "fs", "alternatives", "rows", "reps"):
+    assert k in d, k
+rows = d["rows"]
+assert any(r["workload"] == "small" and r["status"] == "ok" for r in rows)
+assert any(r["workload"] == "recovery" and r["status"] == "ok" for r in rows)
+for r in rows:
+    assert r["status"] != "failed", r
+    if r["status"] == "ok" and r["workload"] == "small":
+        for k in ("lat_med_us", "lat_p99_us", "commits_s", "mb_s",
+                  "io_bytes_per_byte", "peak_rss_kib", "lat_vs_inplace"):
+            assert isinstance(r[k], (int, float)) and r[k] >= 0, (k, r)
+EOF
+elif command -v jq >/dev/null 2>&1; then
+	jq -e '(.rows | map(select(.status == "failed")) | length == 0) and
+	       (.rows | map(select(.workload == "small" and .status == "ok")) | length > 0)' \
+		"$json" >/dev/null || fail "JSON check failed"
+else
+	echo "NOTE: neither python3 nor jq: JSON not parsed"
+	grep -q '"rows": \[' "$json" || fail "no rows in the JSON"
+fi
+
+# The table: the machine, the columns, a row for oatomic.
+"$OA" bench --quick --workload recovery --reps 1 --dir "$DIR" >"$DIR/table" 2>&1 ||
+	fail "oatomic bench (table) exited $?"
+grep -q '^machine:' "$DIR/table" && grep -q '^== recovery' "$DIR/table" &&
+	grep -q '^  oatomic-auto ' "$DIR/table" || fail "table lacks its parts"
+
+# Bad usage is refused.
+"$OA" bench --method nosuch >/dev/null 2>&1; [ $? -eq 2 ] || fail "--method nosuch accepted"
+"$OA" bench --format xml >/dev/null 2>&1; [ $? -eq 2 ] || fail "--format xml accepted"
+
+# Nothing left in the directory.
+left=$(find "$DIR" -name 'oatomic-bench.*' | head -1)
+[ -z "$left" ] || fail "scratch directory left behind: $left"
+echo "PASS: $(grep -vc '^#' "$csv") CSV lines, usable: ${usable[*]}"
+exit 0
