@@ -46,7 +46,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 inputs=()
 for f in tests/fuzz/regress/* tests/fuzz/corpus/*; do
-	[ -f "$f" ] && inputs+=("$f")
+	[ -f "$f" ] && [ "${f##*/}" != README ] && inputs+=("$f")
 done
 echo "== ${#inputs[@]} regression and seed inputs"
 if [ ${#inputs[@]} -gt 0 ]; then
