@@ -423,26 +423,36 @@ int main(void)
 	printf("%-40s %4u workloads  %9lu states %7lu disks %lu violations (%.1fs)\n",
 	       "random workloads", nrand, explored - before, sc_recoveries - db,
 	       violations - vb, tu_now() - t);
+	/* Non-power-safe 4 KiB sectors in the journal (a sector being written
+	 * may read back as garbage, also its bytes the write did not change):
+	 * counted.  Each transaction starts on a 4 KiB boundary (FORMAT.md),
+	 * so no write of a later transaction shares a sector with an
+	 * acknowledged commit. */
+	if (!TU_ASAN) {
+		unsigned long v0 = violations, x0 = explored;
+		run_workload(&s, &works[1]);
+		for (size_t i = 0; i < s.nsnaps; i++)
+			explore_snap(&s.snaps[i], &cfg_nps4k, 200);
+		sc_fini(&s);
+		printf("non-power-safe 4 KiB sectors in the journal, workload "
+		       "\"%s\": %lu crash states, %lu violations\n",
+		       works[1].name, explored - x0, violations - v0);
+	}
 	printf("explored %lu crash states at %lu crash points (%lu distinct disks "
 	       "recovered): %lu violations, %.1fs\n", explored, crashpoints,
 	       sc_recoveries, violations, tu_now() - t0);
-	/* The known limitations, shown (not counted): with non-power-safe
-	 * sectors (a sector being written may read back as garbage, also the
-	 * bytes of it the write did not change) the protocol loses.
-	 *  1. 4 KiB sectors in the journal: records are 512-byte aligned, so
-	 *     the next transaction's first write shares a sector with the
-	 *     previous commit record; garbage there destroys an acknowledged
-	 *     commit that is not yet checkpointed.
-	 *  2. The user's file: a cut during the in-place apply may turn bytes
-	 *     next to the applied ranges (same sector, not in the transaction)
-	 *     into garbage; recovery rewrites only the transaction's ranges. */
+	/* The known limitation, shown (not counted): with non-power-safe
+	 * sectors in the user's file, a cut during the in-place apply may turn
+	 * bytes next to the applied ranges (same sector, not in the
+	 * transaction) into garbage; recovery rewrites only the transaction's
+	 * ranges.  The library assumes power-safe overwrite there, as SQLite
+	 * does by default (README, Limits). */
 	if (!violations && !getenv("SIM_NO_KNOWN") && !TU_ASAN) {
 		static const struct { const char *what; struct sim_cfg *cfg; int w; }
-		known[2] = {
-			{ "non-power-safe 4 KiB sectors in the journal", &cfg_nps4k, 1 },
+		known[1] = {
 			{ "non-power-safe sectors in the user's file", &cfg_nps_file, 0 },
 		};
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 1; k++) {
 			unsigned long v0 = violations, x0 = explored;
 			int vb0 = sc_verbose;
 			sc_verbose = 0;
