@@ -335,6 +335,19 @@ static void w_random(struct sc *s, uint64_t *r)
 			} else {
 				uint64_t off = tu_rand(r) % 16384;
 				uint64_t len = 1 + tu_rand(r) % 6000;
+				switch (tu_rand(r) % 8) {
+				case 0: /* aligned power of two: the kernel
+					 * method's kind, whole blocks for the
+					 * exchange */
+					len = 4096u << (tu_rand(r) % 3);
+					off = (tu_rand(r) % (16384 / len)) * len;
+					break;
+				case 1: /* big: cloned by the clone method,
+					 * exchanged under AUTO */
+					len = 65536 + tu_rand(r) % 20000;
+					off = tu_rand(r) % 8192;
+					break;
+				}
 				sc_write(s, h[i], off, len, 100 + tu_rand(r) % 1000);
 			}
 		}

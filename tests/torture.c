@@ -295,6 +295,8 @@ static int run_writer(const struct wopts *o)
 		ssize_t n = read(o->relay_fd, &start, sizeof(start));
 		if (n == 0) {
 			oa_close(f);
+			free(buf);
+			free(rb);
 			return 0;
 		}
 		if (n != (ssize_t)sizeof(start))

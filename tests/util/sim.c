@@ -1750,6 +1750,23 @@ static int s_statx(int dirfd, const char *path, int flags, unsigned mask,
 	sx->stx_ino = i->ino;
 	sx->stx_size = i->dir ? 4096 : i->vol.size;
 	sx->stx_blocks = (sx->stx_size + 511) / 512;
+	if (!i->dir) {
+		/* Direct I/O alignment and an atomic write unit of 4-64 KiB,
+		 * so that the kernel method runs here too.  glibc's struct
+		 * statx predates these fields: the kernel's offsets. */
+		unsigned char *raw = sxbuf;
+		uint32_t v;
+		sx->stx_mask |= 0x00002000U | 0x00010000U;  /* DIOALIGN, WRITE_ATOMIC */
+		v = 512;
+		memcpy(raw + 0x98, &v, 4);        /* stx_dio_mem_align */
+		memcpy(raw + 0x9c, &v, 4);        /* stx_dio_offset_align */
+		v = 4096;
+		memcpy(raw + 0xa8, &v, 4);        /* stx_atomic_write_unit_min */
+		v = 65536;
+		memcpy(raw + 0xac, &v, 4);        /* stx_atomic_write_unit_max */
+		v = 1;
+		memcpy(raw + 0xb0, &v, 4);        /* stx_atomic_write_segments_max */
+	}
 	return 0;
 }
 
