@@ -251,6 +251,22 @@ static void commits(const char *title, size_t len, uint64_t fsize, int n,
 	fill(b, len);
 	snprintf(path, sizeof(path), "%s/commits", dir);
 	make_file(path, fsize);
+	if (direct_base) {
+		/* the baseline must work here, or there is nothing to compare */
+		struct iovec iov = { b, len };
+		int fd = open(path, O_RDWR | O_DIRECT);
+		if (fd < 0 || pwritev2(fd, &iov, 1, 0, RWF_ATOMIC | RWF_DSYNC) !=
+				      (ssize_t)len) {
+			printf("%s: not run: RWF_ATOMIC of %zu bytes does not work "
+			       "here (%s)\n", title, len, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			unlink(path);
+			free(b);
+			return;
+		}
+		close(fd);
+	}
 	setup(v, &nv, path, false,
 	      direct_base ? "RWF_ATOMIC direct" : "pwrite+fdatasync", NULL);
 	uint64_t slots = (fsize - len) / len;
