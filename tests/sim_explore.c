@@ -283,6 +283,26 @@ static void w_recycle(struct sc *s)
 	CHECK_OK(sc_close(s, h));
 }
 
+/* A journal commit, then single aligned writes over it: under AUTO the second
+ * goes through the journal (the first is not checkpointed yet, I11), the
+ * third may go by the kernel method (RWF_ATOMIC) after the close's
+ * checkpoint. */
+static void w_kernel_over(struct sc *s)
+{
+	int h = sc_open(s, 0, O_RDWR);
+	CHECK(h >= 0);
+	sc_write(s, h, 4096 + 100, 300, 31);
+	CHECK_OK(sc_commit(s, h));
+	sc_write(s, h, 4096, 4096, 32);
+	CHECK_OK(sc_commit(s, h));
+	CHECK_OK(sc_close(s, h));
+	h = sc_open(s, 0, O_RDWR);
+	CHECK(h >= 0);
+	sc_write(s, h, 4096, 8192, 33);
+	CHECK_OK(sc_commit(s, h));
+	CHECK_OK(sc_close(s, h));
+}
+
 struct workload {
 	const char *name;
 	void (*run)(struct sc *s);
@@ -300,6 +320,8 @@ static const struct workload works[] = {
 	{ "reopen after a crash (unflushed lost)", w_reopen_lost, { 4096, 0 }, 1, 4 },
 	{ "reopen after a crash (unflushed kept)", w_reopen_kept, { 4096, 0 }, 1, 4 },
 	{ "checkpoint inside a commit", w_recycle, { 8192, 0 }, 1, 0 },
+	{ "journal commit, then aligned writes over it", w_kernel_over,
+	  { 16384, 0 }, 1, 4 },
 };
 #define NWORKS (sizeof(works) / sizeof(works[0]))
 
