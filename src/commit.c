@@ -257,42 +257,6 @@ closed:
 	return 0;
 }
 
-static int pwritev_full(int fd, const struct iovec *iov, int cnt, off_t off)
-{
-	struct iovec local[64];
-	while (cnt > 0) {
-		int n = cnt < 64 ? cnt : 64;
-		memcpy(local, iov, sizeof(*iov) * (size_t)n);
-		struct iovec *v = local;
-		int vn = n;
-		while (vn > 0) {
-			ssize_t w = oa_xpwritev(fd, v, vn, off);
-			if (w < 0) {
-				if (errno == EINTR)
-					continue;
-				return -1;
-			}
-			if (w == 0) {
-				errno = ENOSPC;
-				return -1;
-			}
-			off += w;
-			while (vn > 0 && (size_t)w >= v->iov_len) {
-				w -= (ssize_t)v->iov_len;
-				v++;
-				vn--;
-			}
-			if (vn > 0) {
-				v->iov_base = (char *)v->iov_base + w;
-				v->iov_len -= (size_t)w;
-			}
-		}
-		iov += n;
-		cnt -= n;
-	}
-	return 0;
-}
-
 int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 		      size_t total, uint64_t off)
 {
@@ -350,9 +314,9 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 		oa_rec_encode(h, &rh);
 		v[0] = (struct iovec){ h, sizeof(h) };
 		memcpy(v + 1, iov, sizeof(*iov) * (size_t)cnt);
-		r = pwritev_full(f->jfd, v, cnt + 1, (off_t)f->rec_lsn);
+		r = oa_pwritev_full(f->jfd, v, cnt + 1, (off_t)f->rec_lsn);
 	} else {
-		r = pwritev_full(f->jfd, iov, cnt, (off_t)payload);
+		r = oa_pwritev_full(f->jfd, iov, cnt, (off_t)payload);
 	}
 	f->rec_hdr_ok = fresh && r == 0;
 	if (r < 0) {

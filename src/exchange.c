@@ -38,19 +38,6 @@
 
 #include "internal.h"
 
-/* fs/xfs/libxfs/xfs_fs.h */
-struct oa_xfs_xchg {
-	__s32 file1_fd;
-	__u32 pad;
-	__u64 file1_offset;
-	__u64 file2_offset;
-	__u64 length;
-	__u64 flags;
-};
-#define OA_XCHG_IOC        _IOW('X', 129, struct oa_xfs_xchg)
-#define OA_XCHG_DSYNC      (1ull << 1)
-#define OA_XCHG_FILE1_WRITTEN (1ull << 3)
-
 bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total)
 {
 	uint64_t bs = f->blk, a, b;
@@ -96,17 +83,6 @@ static int shadow_open(struct oa_file *f)
 	return f->sfd < 0 ? -1 : 0;
 }
 
-static int pwritev_all(int fd, const struct iovec *iov, int cnt, uint64_t off)
-{
-	for (int i = 0; i < cnt; i++) {
-		if (oa_pwrite_full(fd, iov[i].iov_base, iov[i].iov_len,
-				   (off_t)off) < 0)
-			return -1;
-		off += iov[i].iov_len;
-	}
-	return 0;
-}
-
 ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 		    size_t total, uint64_t off)
 {
@@ -130,7 +106,7 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 	}
 	n = iov_sub(iov, cnt, a - off, b - a, v);
 	f->shadow_dirty = true;
-	if (pwritev_all(f->sfd, v, n, a) < 0 ||
+	if (oa_pwritev_full(f->sfd, v, n, (off_t)a) < 0 ||
 	    oa_index_insert(f->ix, a, b - a, a | OA_SHADOW) < 0)
 		return a > off ? (ssize_t)(a - off) : -1;
 	f->shadowed = true;
@@ -244,7 +220,7 @@ static int compose(struct oa_file *f, uint64_t k, uint64_t size)
 
 int oa_commit_exchange(struct oa_file *f)
 {
-	struct oa_xfs_xchg x;
+	struct oa_xfs_exchange_range x;
 	struct oa_live l;
 	struct stat st;
 	struct oa_ext e;
@@ -293,14 +269,14 @@ int oa_commit_exchange(struct oa_file *f)
 		goto out;
 	if (oa_xftruncate(f->sfd, st.st_size) < 0)
 		goto fail;
-	x = (struct oa_xfs_xchg){ .file1_fd = f->sfd, .file1_offset = lo,
+	x = (struct oa_xfs_exchange_range){ .file1_fd = f->sfd, .file1_offset = lo,
 				  .file2_offset = lo, .length = hi - lo,
-				  .flags = OA_XCHG_FILE1_WRITTEN | OA_XCHG_DSYNC };
+				  .flags = OA_XFS_EXCHANGE_FILE1_WRITTEN |
+					   OA_XFS_EXCHANGE_DSYNC };
 	if (oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
 		goto fail;
 	oa_stats_flush();   /* DSYNC: the exchange is this commit's flush */
-	int xr = oa_sys->ioctl ? oa_sys->ioctl(f->tfd, OA_XCHG_IOC, &x)
-			       : (errno = ENOTTY, -1);
+	int xr = oa_xioctl(f->tfd, OA_XFS_IOC_EXCHANGE_RANGE, &x);
 	int e2 = errno;
 	oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
 	if (xr == 0) {

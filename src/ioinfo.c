@@ -100,27 +100,6 @@ static_assert(offsetof(struct oa_statx, stx_atomic_write_segments_max) == 0xb0,
 	      "stx_atomic_write_segments_max");
 static_assert(sizeof(struct oa_statx) == 0x100, "struct statx");
 
-/* ---- XFS range exchange (fs/xfs/libxfs/xfs_fs.h, Linux 6.10+) ---- */
-
-struct oa_xfs_exchange_range {
-	__s32 file1_fd;
-	__u32 pad;             /* must be zero */
-	__u64 file1_offset;
-	__u64 file2_offset;
-	__u64 length;
-	__u64 flags;           /* XFS_EXCHANGE_RANGE_* */
-};
-
-static_assert(offsetof(struct oa_xfs_exchange_range, file1_offset) == 8,
-	      "file1_offset");
-static_assert(offsetof(struct oa_xfs_exchange_range, flags) == 32, "flags");
-static_assert(sizeof(struct oa_xfs_exchange_range) == 40,
-	      "struct xfs_exchange_range");
-
-/* _IOW, not _IOWR: changed before 6.10 final (the kernel only reads it). */
-#define OA_XFS_IOC_EXCHANGE_RANGE \
-	_IOW('X', 129, struct oa_xfs_exchange_range)
-
 /* ---- file system names ---- */
 
 static const struct {
@@ -209,15 +188,6 @@ static int oa_statx_fd(int fd, unsigned mask, struct oa_statx *sx)
 	return oa_sys->statx(fd, "", AT_EMPTY_PATH, mask, sx);
 }
 
-static int do_ioctl(int fd, unsigned long req, void *arg)
-{
-	if (!oa_sys->ioctl) {
-		errno = ENOTTY;
-		return -1;
-	}
-	return oa_sys->ioctl(fd, req, arg);
-}
-
 /* Write BLK bytes of BUF at 0; 0 or -1 (errno). */
 static int write_block(int fd, const void *buf, size_t blk)
 {
@@ -265,7 +235,7 @@ static void probe_clone_exchange(int dirfd, size_t blk, struct probe *p)
 		goto out;
 
 	fcr.src_fd = a;
-	p->reflink = outcome(do_ioctl(b, FICLONERANGE, &fcr) == 0);
+	p->reflink = outcome(oa_xioctl(b, FICLONERANGE, &fcr) == 0);
 
 	if (p->reflink != P_YES) {
 		memset(buf, 0xa5, blk);
@@ -273,7 +243,7 @@ static void probe_clone_exchange(int dirfd, size_t blk, struct probe *p)
 			goto out;
 	}
 	xr.file1_fd = a;
-	p->exchange = outcome(do_ioctl(b, OA_XFS_IOC_EXCHANGE_RANGE, &xr) == 0);
+	p->exchange = outcome(oa_xioctl(b, OA_XFS_IOC_EXCHANGE_RANGE, &xr) == 0);
 out:
 	oa_xclose(b);
 	oa_xclose(a);

@@ -193,10 +193,8 @@ int oa_clone_in(struct oa_file *f, int jfd, uint64_t a, uint64_t b,
 		.src_length = b - a,
 		.dest_offset = a,
 	};
-	if (oa_sys->ioctl && oa_sys->ioctl(f->tfd, FICLONERANGE, &fcr) == 0)
+	if (oa_xioctl(f->tfd, FICLONERANGE, &fcr) == 0)
 		return 0;
-	if (!oa_sys->ioctl)
-		errno = ENOTTY;
 	switch (errno) {
 	case EOPNOTSUPP: case ENOTTY: case EXDEV: case EINVAL: case ENOSYS:
 	case EBADF: case EPERM: case ETXTBSY:

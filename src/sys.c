@@ -4,6 +4,7 @@
  * file-system work.
  */
 #include <errno.h>
+#include <string.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/ioctl.h>
@@ -206,6 +207,51 @@ int oa_pwrite_full(int fd, const void *buf, size_t n, off_t off)
 		off += r;
 	}
 	return 0;
+}
+
+int oa_pwritev_full(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	struct iovec local[64];
+	while (cnt > 0) {
+		int n = cnt < 64 ? cnt : 64;
+		memcpy(local, iov, sizeof(*iov) * (size_t)n);
+		struct iovec *v = local;
+		int vn = n;
+		while (vn > 0) {
+			ssize_t w = oa_xpwritev(fd, v, vn, off);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				return -1;
+			}
+			if (w == 0) {
+				errno = ENOSPC;
+				return -1;
+			}
+			off += w;
+			while (vn > 0 && (size_t)w >= v->iov_len) {
+				w -= (ssize_t)v->iov_len;
+				v++;
+				vn--;
+			}
+			if (vn > 0) {
+				v->iov_base = (char *)v->iov_base + w;
+				v->iov_len -= (size_t)w;
+			}
+		}
+		iov += n;
+		cnt -= n;
+	}
+	return 0;
+}
+
+int oa_xioctl(int fd, unsigned long req, void *arg)
+{
+	if (!oa_sys->ioctl) {
+		errno = ENOTTY;
+		return -1;
+	}
+	return oa_sys->ioctl(fd, req, arg);
 }
 
 /*

@@ -93,6 +93,11 @@ void oa_stats_flush(void);
  * end of file on read). */
 int oa_pread_full(int fd, void *buf, size_t n, off_t off);
 int oa_pwrite_full(int fd, const void *buf, size_t n, off_t off);
+/* All of IOV[0..CNT) at OFF (any CNT), through pwritev: 0 or -1. */
+int oa_pwritev_full(int fd, const struct iovec *iov, int cnt, off_t off);
+/* ioctl(2) through the seam; ENOTTY where the table has none (a simulator
+ * may leave it out). */
+int oa_xioctl(int fd, unsigned long req, void *arg);
 int oa_xfsync(int fd);
 int oa_xfdatasync(int fd);
 int oa_xftruncate(int fd, off_t len);
