@@ -654,10 +654,13 @@ int oa_commit_journal(struct oa_file *f)
 	oa_txn_drop(f);
 	/* This commit is newer than the checkpoint, so recycling the full
 	 * journal checkpoints; a failure there latches (I9). */
-	/* A journal that held clone records is cut back to its ring at once:
-	 * that drops the blocks it shares with the file. */
+	/* A journal that held clone records keeps the blocks it shares with
+	 * the file while the handle is open (OA_JRNL_RETAIN_CLONE): the next
+	 * big transaction rewrites them (out of place, they are shared) without
+	 * allocating page cache or growing the file; the last close cuts it
+	 * back. */
 	if (f->pos > OA_JRNL_CKPT &&
-	    oa_journal_recycle_locked(f, f->may_clone ? OA_JRNL_INITIAL
+	    oa_journal_recycle_locked(f, f->may_clone ? OA_JRNL_RETAIN_CLONE
 						      : OA_JRNL_RETAIN) < 0) {
 		f->latched = true;
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);

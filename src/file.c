@@ -859,6 +859,24 @@ static void drop_extra_journals(struct oa_file *f)
 	}
 }
 
+/* Closing a handle whose journal grew (clone blocks kept, or a big
+ * transaction's bytes): checkpoint, start a new generation and cut the
+ * journal back to its ring, so that the space comes back now and a later
+ * recovery does not read through it.  Best effort: a failure leaves a
+ * journal that the next acquire recycles. */
+static void trim_journal(struct oa_file *f)
+{
+	struct stat js;
+	if (f->jfd < 0 || oa_xfstat(f->jfd, &js) < 0 ||
+	    (uint64_t)js.st_size <= OA_JRNL_INITIAL)
+		return;
+	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		return;
+	if (oa_heal_locked(f, NULL) == 0)
+		oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+}
+
 int oa_close(oa_file *f)
 {
 	int r = 0;
@@ -869,6 +887,8 @@ int oa_close(oa_file *f)
 	oa_index_clear(f->ix);
 	f->pending = false;
 	f->staged = false;
+	if (!f->latched && f->cfd >= 0 && f->cfd_rw)
+		trim_journal(f);
 	if (!f->latched && f->cfd >= 0 && f->cfd_rw &&
 	    oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
 		/* The last handle: checkpoint, so that the file itself holds

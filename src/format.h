@@ -57,6 +57,13 @@
 #define OA_JRNL_INITIAL   (4u << 20)
 #define OA_JRNL_CKPT      (3u << 20)
 #define OA_JRNL_RETAIN    (64u << 20)
+/* A journal that held clone records shares its data blocks with the file:
+ * keeping them costs no space until the file's range is written again, and
+ * saves the next big transaction allocating the journal's pages and blocks
+ * anew (and this one the truncate).  Kept up to this size while the handle
+ * is open; cut back to OA_JRNL_INITIAL when a handle takes the journal over
+ * and at the last close. */
+#define OA_JRNL_RETAIN_CLONE (1ull << 30)
 #define OA_REC_MAX        (256ull << 20)  /* payload of one data record */
 /* Clone method: a data record of at least this many bytes is placed with
  * its payload block-congruent to the file (pad), at or beyond

@@ -40,7 +40,7 @@ echo "== building $bin"
 	-Wall -Wextra -Wno-unused-parameter -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	src/*.c tests/util/sim.c tests/fuzz/fuzz_recover.c \
-	-o "$bin" -lpthread -lm || exit 1
+	-o "$bin" -lisal -lpthread -lm || exit 1
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -196,8 +196,9 @@ out=$(cd "$APP" && LD_LIBRARY_PATH=$LIB ./app-nrp "$APP/data2" 2>&1) || fail "ap
 
 # Static linking with the installed archive.
 cflags=$(pkg-config --cflags oatomic)
+slibs=$(pkg-config --static --libs-only-l oatomic | sed 's/-loatomic//')
 # shellcheck disable=SC2086
-if (cd "$APP" && $CC -std=c11 $SAN_FLAGS $cflags -o app-static app.c "$LIB/liboatomic.a" -lpthread 2>"$WORK/static.log"); then
+if (cd "$APP" && $CC -std=c11 $SAN_FLAGS $cflags -o app-static app.c "$LIB/liboatomic.a" $slibs 2>"$WORK/static.log"); then
 	out=$(cd "$APP" && ./app-static "$APP/data3" 2>&1) || fail "static app: $out"
 else
 	cat "$WORK/static.log"
