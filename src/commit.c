@@ -210,9 +210,7 @@ int oa_journal_acquire(struct oa_file *f)
 		if (r == 0)
 			r = name_durable(f, k, fresh);
 		if (r == 0)
-			r = oa_journal_recycle_locked(f, f->may_clone
-							 ? OA_JRNL_INITIAL
-							 : UINT64_MAX);
+			r = oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 		if (r < 0)
 			goto fail;
@@ -319,6 +317,8 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 		r = oa_pwritev_full(f->jfd, iov, cnt, (off_t)payload);
 	}
 	f->rec_hdr_ok = fresh && r == 0;
+	if (r == 0)
+		oa_wb_note(&f->jwb, f->jfd, payload, total);
 	if (r < 0) {
 		/* Part of it may be in the journal.  Never write this range of
 		 * the journal again in this generation: close what the record
@@ -385,6 +385,7 @@ static int copy_range(struct oa_file *f, int jfd, uint64_t off, uint64_t len,
 		if (oa_pread_full(jfd, f->buf, n, (off_t)joff) < 0 ||
 		    oa_pwrite_full(f->tfd, f->buf, n, (off_t)off) < 0)
 			return -1;
+		oa_wb_note(&f->twb, f->tfd, off, n);
 		off += n;
 		joff += n;
 		len -= n;
@@ -653,15 +654,14 @@ int oa_commit_journal(struct oa_file *f)
 	f->rec_open = false;
 	oa_txn_drop(f);
 	/* This commit is newer than the checkpoint, so recycling the full
-	 * journal checkpoints; a failure there latches (I9). */
-	/* A journal that held clone records keeps the blocks it shares with
-	 * the file while the handle is open (OA_JRNL_RETAIN_CLONE): the next
-	 * big transaction rewrites them (out of place, they are shared) without
-	 * allocating page cache or growing the file; the last close cuts it
-	 * back. */
+	 * journal checkpoints; a failure there latches (I9).  A journal a big
+	 * transaction grew keeps its size while the handle is open (up to
+	 * OA_JRNL_RETAIN): the next big transaction overwrites blocks and
+	 * page cache that exist (clone method: blocks shared with the file,
+	 * rewritten out of place) instead of allocating them again; closing
+	 * the handle cuts it back. */
 	if (f->pos > OA_JRNL_CKPT &&
-	    oa_journal_recycle_locked(f, f->may_clone ? OA_JRNL_RETAIN_CLONE
-						      : OA_JRNL_RETAIN) < 0) {
+	    oa_journal_recycle_locked(f, OA_JRNL_RETAIN) < 0) {
 		f->latched = true;
 		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 		return -1;

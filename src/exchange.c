@@ -109,6 +109,7 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 	if (oa_pwritev_full(f->sfd, v, n, (off_t)a) < 0 ||
 	    oa_index_insert(f->ix, a, b - a, a | OA_SHADOW) < 0)
 		return a > off ? (ssize_t)(a - off) : -1;
+	oa_wb_note(&f->swb, f->sfd, a, b - a);
 	f->shadowed = true;
 	f->pending = true;
 	f->txn_bytes += b - a;

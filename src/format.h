@@ -52,18 +52,17 @@
 
 /* Journal sizing: created zero-filled at OA_JRNL_INITIAL so that the commit
  * flush never has to allocate blocks or change the size; a checkpoint runs
- * when the tail passes OA_JRNL_CKPT; a journal a big transaction grew beyond
- * OA_JRNL_RETAIN is cut back after its checkpoint. */
+ * when the tail passes OA_JRNL_CKPT.  A journal a big transaction grew keeps
+ * its size, up to OA_JRNL_RETAIN, while the handle is open, as SQLite keeps
+ * its WAL: the next big transaction overwrites blocks and page cache that
+ * exist (under the clone method blocks shared with the file, which cost no
+ * space until the file's range is written again) instead of allocating them
+ * anew, and this one does not truncate.  Beyond OA_JRNL_RETAIN it is cut
+ * back after its checkpoint; closing the handle, and a handle taking the
+ * journal over, cut it back to OA_JRNL_INITIAL. */
 #define OA_JRNL_INITIAL   (4u << 20)
 #define OA_JRNL_CKPT      (3u << 20)
-#define OA_JRNL_RETAIN    (64u << 20)
-/* A journal that held clone records shares its data blocks with the file:
- * keeping them costs no space until the file's range is written again, and
- * saves the next big transaction allocating the journal's pages and blocks
- * anew (and this one the truncate).  Kept up to this size while the handle
- * is open; cut back to OA_JRNL_INITIAL when a handle takes the journal over
- * and at the last close. */
-#define OA_JRNL_RETAIN_CLONE (1ull << 30)
+#define OA_JRNL_RETAIN    (1ull << 30)
 #define OA_REC_MAX        (256ull << 20)  /* payload of one data record */
 /* Clone method: a data record of at least this many bytes is placed with
  * its payload block-congruent to the file (pad), at or beyond

@@ -81,6 +81,8 @@ struct oa_file {
 	bool rec_big;       /* placed for cloning (pad, beyond the ring) */
 	uint32_t rec_pad;
 	uint64_t rec_lsn, rec_len, rec_next_off;
+	/* writeback started behind big writes (sys.h): journal, file, shadow */
+	struct oa_wb jwb, twb, swb;
 
 	/* methods (method.c): what this handle may use, resolved at open */
 	int method;         /* enum oa_method in use (AUTO resolved) */

@@ -48,6 +48,11 @@ static ssize_t linux_getdents64(int fd, void *buf, size_t n)
 	return syscall(SYS_getdents64, fd, buf, n);
 }
 
+static int linux_writeback(int fd, off_t off, off_t len)
+{
+	return sync_file_range(fd, off, len, SYNC_FILE_RANGE_WRITE);
+}
+
 const struct oa_sysops oa_sys_linux = {
 	.openat = linux_openat,
 	.close = close,
@@ -75,6 +80,7 @@ const struct oa_sysops oa_sys_linux = {
 	.pwritev2 = pwritev2,
 	.mmap = mmap,
 	.munmap = munmap,
+	.writeback = linux_writeback,
 };
 
 const struct oa_sysops *oa_sys = &oa_sys_linux;
@@ -270,6 +276,29 @@ int oa_xfdatasync(int fd)
 {
 	st_flushes++;
 	return oa_sys->fdatasync(fd);
+}
+
+void oa_xwriteback(int fd, uint64_t off, uint64_t len)
+{
+	int e = errno;
+	if (oa_sys->writeback)
+		oa_sys->writeback(fd, (off_t)off, (off_t)len);
+	errno = e;
+}
+
+void oa_wb_note(struct oa_wb *w, int fd, uint64_t off, uint64_t len)
+{
+	if (w->hi == 0 || off < w->lo || off > w->hi) {
+		/* not contiguous with what gathered: start afresh */
+		w->lo = off;
+		w->hi = off + len;
+	} else if (off + len > w->hi) {
+		w->hi = off + len;
+	}
+	if (w->hi - w->lo >= OA_WB_CHUNK) {
+		oa_xwriteback(fd, w->lo, w->hi - w->lo);
+		w->lo = w->hi;
+	}
 }
 
 int oa_xftruncate(int fd, off_t len)

@@ -61,6 +61,11 @@ struct oa_sysops {
 	void *(*mmap)(void *addr, size_t len, int prot, int flags, int fd,
 		      off_t off);
 	int (*munmap)(void *addr, size_t len);
+	/* Start writing back [off, off + len) of a file, and wait for nothing:
+	 * sync_file_range(SYNC_FILE_RANGE_WRITE).  A hint about timing only,
+	 * it makes nothing durable (the flushes do, and every invariant counts
+	 * only them): a simulator leaves it NULL and the library skips it. */
+	int (*writeback)(int fd, off_t off, off_t len);
 };
 
 /* The table in use.  Never NULL. */
@@ -100,6 +105,17 @@ int oa_pwritev_full(int fd, const struct iovec *iov, int cnt, off_t off);
 int oa_xioctl(int fd, unsigned long req, void *arg);
 int oa_xfsync(int fd);
 int oa_xfdatasync(int fd);
+/* The writeback hint; errors ignored (it promises nothing). */
+void oa_xwriteback(int fd, uint64_t off, uint64_t len);
+/* Big writes in flight: oa_wb_note() records that [OFF, OFF + LEN) of FD was
+ * written and, once OA_WB_CHUNK bytes have gathered, starts their writeback,
+ * so that the disk works while the caller copies the next bytes and the
+ * commit's flush waits for the tail only. */
+#define OA_WB_CHUNK (8u << 20)
+struct oa_wb {
+	uint64_t lo, hi;
+};
+void oa_wb_note(struct oa_wb *w, int fd, uint64_t off, uint64_t len);
 int oa_xftruncate(int fd, off_t len);
 int oa_xfstat(int fd, struct stat *st);
 /* OFD byte-range lock of one byte at BYTE: TYPE F_RDLCK, F_WRLCK, F_UNLCK.
