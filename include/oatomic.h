@@ -135,6 +135,14 @@ struct oa_ioinfo {
 	/* Largest transaction this handle can take now, in bytes: free space of
 	 * the journal's file system (less a reserve), capped by max_txn_bytes. */
 	uint64_t max_txn_bytes;
+	/* The part of the atomic write unit the device writes untorn itself,
+	 * up to this size (statx stx_atomic_write_unit_max_opt, else the block
+	 * device's queue limit).  Larger atomic writes, and all of them where
+	 * this is 0, the file system does out of place (XFS copy-on-write),
+	 * which costs more than a journal commit: AUTO uses the kernel method
+	 * only up to here.  Equal to atomic_write_unit_max where the device is
+	 * not known. */
+	uint32_t atomic_write_unit_hw_max;
 };
 
 /*

@@ -267,8 +267,8 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 	 * into a record whose payload the apply can clone (method.c). */
 	bool cont = f->rec_open && off == f->rec_next_off;
 	bool big = f->may_clone && f->blk &&
-		   (total >= OA_CLONE_MIN ||
-		    (cont && f->rec_len + total >= OA_CLONE_MIN));
+		   (total >= f->clone_min ||
+		    (cont && f->rec_len + total >= f->clone_min));
 	/* A write that continues the previous one extends its record, so a
 	 * sequential stream is one record and one extent. */
 	if (f->rec_open &&

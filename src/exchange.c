@@ -48,7 +48,7 @@ bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total)
 		return false;
 	a = oa_align_up(off, bs);
 	b = (off + total) & ~(bs - 1);
-	if (b <= a || !(f->xchg_all || b - a >= OA_CLONE_MIN))
+	if (b <= a || !(f->xchg_all || b - a >= OA_XCHG_AUTO))
 		return false;
 	return oa_xfstat(f->tfd, &st) == 0 && off + total <= (uint64_t)st.st_size;
 }

@@ -172,6 +172,7 @@ static struct oa_file *handle_new(void)
 	f->tfd = f->dfd = f->tdirfd = f->cfd = f->jfd = f->dio_fd = -1;
 	f->sfd = -1;
 	f->may_clone = true;   /* recovery handles try; open resolves */
+	f->clone_min = OA_CLONE_MIN;
 	f->buf = malloc(OA_BUF_BYTES);
 	f->ix = oa_index_new();
 	if (!f->buf || !f->ix) {

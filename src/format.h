@@ -69,6 +69,15 @@
  * OA_JRNL_INITIAL, so that the apply can clone its whole blocks into the
  * file instead of copying them. */
 #define OA_CLONE_MIN      (64u << 10)
+/* AUTO's thresholds, where an out-of-place method starts to cost less than
+ * the journal (measured with forced methods on loop-mounted XFS and Btrfs,
+ * 2026-12-04, docs/BENCHMARKS.md): the clone method pays a flush of the
+ * grown journal and an immediate checkpoint (three flushes) and costs 2-5x
+ * the journal at 64 KiB, the same at 1 MiB; the exchange of a shadow costs
+ * 1.3x the journal at 64 KiB, 0.9x at 256 KiB.  A forced method uses its
+ * smallest size (OA_CLONE_MIN, any whole block for exchange). */
+#define OA_CLONE_AUTO     (1u << 20)
+#define OA_XCHG_AUTO      (256u << 10)
 #define OA_PAD_MAX        (1u << 16)     /* largest block size cloned */
 
 /* Live area: how many journals have a per-journal "newest commit" slot. */

@@ -90,6 +90,7 @@ struct oa_file {
 	bool may_kernel;    /* single aligned writes go down as RWF_ATOMIC */
 	bool may_exchange;  /* big block runs go to the shadow, XFS exchange */
 	bool xchg_all;      /* forced: every whole block goes to the shadow */
+	uint32_t clone_min; /* smallest data record placed for cloning */
 	int sfd;            /* exchange: shadow (O_TMPFILE), or -1 */
 	bool shadowed;      /* the transaction has bytes in the shadow */
 	bool shadow_dirty;  /* the shadow holds blocks (emptied after use) */
@@ -180,6 +181,9 @@ struct oa_caps {
 	uint32_t blk;                 /* statfs f_bsize */
 	uint32_t dio_mem, dio_off;    /* STATX_DIOALIGN, 0 none */
 	uint32_t awu_min, awu_max, awu_segs;  /* STATX_WRITE_ATOMIC, 0 none */
+	/* largest atomic write the device does itself (ioinfo.c,
+	 * dev_atomic_max); beyond it the file system writes out of place */
+	uint32_t awu_hw;
 	bool reflink, exchange, rwf_atomic;
 };
 int oa_caps_get(struct oa_file *f, struct oa_caps *c);

@@ -111,6 +111,7 @@ int oa_method_resolve(struct oa_file *f)
 	if (m == OA_METHOD_AUTO)
 		m = env_method();
 	f->may_clone = f->may_kernel = f->may_exchange = f->xchg_all = false;
+	f->clone_min = OA_CLONE_MIN;
 	f->method = OA_METHOD_JOURNAL;
 	if (m == OA_METHOD_JOURNAL)
 		return 0;             /* no probing needed */
@@ -126,7 +127,15 @@ int oa_method_resolve(struct oa_file *f)
 	switch (m) {
 	case OA_METHOD_AUTO:
 		f->may_clone = c.reflink && f->blk;
-		f->may_kernel = kernel_ok(&c);
+		f->clone_min = OA_CLONE_AUTO;
+		/* Only what the device writes untorn itself: an atomic
+		 * write the file system emulates out of place costs more than
+		 * the journal (oa_caps.awu_hw). */
+		while (c.awu_hw & (c.awu_hw - 1))
+			c.awu_hw &= c.awu_hw - 1;
+		f->may_kernel = kernel_ok(&c) && c.awu_hw >= c.awu_min;
+		if (f->may_kernel)
+			f->awu_max = c.awu_hw;
 		f->may_exchange = c.exchange && f->blk;
 		f->method = oa_method_auto(f, &c);
 		return 0;
@@ -181,7 +190,9 @@ bool oa_clone_span(const struct oa_file *f, uint64_t off, uint64_t len,
 		return false;
 	*a = oa_align_up(off, bs);
 	*b = (off + len) & ~(bs - 1);
-	return *b > *a && *b - *a >= OA_CLONE_MIN;
+	/* Placed records only (beyond the ring, which is never shared):
+	 * whoever applies, a record a writer placed is cloned. */
+	return joff >= OA_JRNL_INITIAL && *b > *a && *b - *a >= OA_CLONE_MIN;
 }
 
 int oa_clone_in(struct oa_file *f, int jfd, uint64_t a, uint64_t b,

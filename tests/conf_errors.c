@@ -341,6 +341,7 @@ static void test_ioinfo(void)
 	CHECK(io.reflink == 0 || io.reflink == 1);
 	CHECK(io.exchange == 0 || io.exchange == 1);
 	CHECK(io.atomic_write_unit_min <= io.atomic_write_unit_max);
+	CHECK(io.atomic_write_unit_hw_max <= io.atomic_write_unit_max);
 	CHECK(io.max_txn_bytes > 0);
 	CHECKF(io.max_txn_bytes <= tu_free_bytes(path) + (1ull << 20),
 	       "max_txn_bytes %llu above free space %llu",

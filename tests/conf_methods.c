@@ -190,12 +190,20 @@ static void costs(const char *path, int m, const char *name,
 	tu_note("%s: one aligned 64 KiB write: %llu bytes, %llu flushes", name,
 		(unsigned long long)c.bytes, (unsigned long long)c.flushes);
 	if (m == OA_METHOD_KERNEL || (m == OA_METHOD_AUTO && io->rwf_atomic &&
-				      io->atomic_write_unit_max >= 64 * KiB &&
+				      io->atomic_write_unit_hw_max >= 64 * KiB &&
 				      io->atomic_write_unit_min <= 64 * KiB))
 		CHECKF(c.bytes == 64 * KiB && c.flushes == 1,
 		       "%s: the kernel method wrote %llu bytes, %llu flushes",
 		       name, (unsigned long long)c.bytes,
 		       (unsigned long long)c.flushes);
+	else if (m == OA_METHOD_AUTO && io->rwf_atomic &&
+		 io->atomic_write_unit_hw_max < 64 * KiB)
+		/* an atomic write the file system would emulate out of place:
+		 * AUTO takes the journal (logged, then applied) */
+		CHECKF(c.bytes > 64 * KiB,
+		       "%s: AUTO sent a 64 KiB write the device cannot do "
+		       "untorn to RWF_ATOMIC (%llu bytes written)", name,
+		       (unsigned long long)c.bytes);
 	CHECK_FILE(path, model, FSIZE, FSIZE);
 	CHECK_OK(oa_close(f));
 	free(b);

@@ -75,6 +75,8 @@ static void print_json(const char *path, const struct oa_ioinfo *io)
 	       io->atomic_write_unit_max);
 	printf(",\n  \"atomic_write_segments_max\": %" PRIu32,
 	       io->atomic_write_segments_max);
+	printf(",\n  \"atomic_write_unit_hw_max\": %" PRIu32,
+	       io->atomic_write_unit_hw_max);
 	printf(",\n  \"rwf_atomic\": %s", io->rwf_atomic ? "true" : "false");
 	printf(",\n  \"reflink\": %s", io->reflink ? "true" : "false");
 	printf(",\n  \"exchange\": %s", io->exchange ? "true" : "false");
@@ -119,10 +121,17 @@ static void print_table(const char *path, const struct oa_ioinfo *io)
 		snprintf(v, sizeof(v), "%" PRIu32,
 			 io->atomic_write_segments_max);
 		row("atomic write segments max", v);
+		if (io->atomic_write_unit_hw_max)
+			snprintf(v, sizeof(v), "%" PRIu32,
+				 io->atomic_write_unit_hw_max);
+		else
+			snprintf(v, sizeof(v), "0 (all out of place)");
+		row("atomic write in device", v);
 	} else {
 		row("atomic write unit min", "0 (none)");
 		row("atomic write unit max", "0 (none)");
 		row("atomic write segments max", "0 (none)");
+		row("atomic write in device", "0 (none)");
 	}
 	row("RWF_ATOMIC works", io->rwf_atomic ? "yes" : "no");
 	row("reflink works", io->reflink ? "yes" : "no");
