@@ -12,6 +12,8 @@
  *           a 64 MiB file, against a direct pwritev2(RWF_ATOMIC|RWF_DSYNC);
  *   small   one 4 KiB write per commit (aligned, and at an odd offset),
  *           against pwrite + fdatasync in place;
+ *           (atomic and small: every variant on a file of its own with
+ *           one handle open, blocks of N commits in turn)
  *   frag    (XFS with exchange) the cost of one 64 KiB commit as the file
  *           fragments (thousands of 4 KiB exchanges), oatomic's exchange of
  *           the written range against the whole-file pattern of xfs_io's
@@ -97,7 +99,7 @@ struct variant {
 	const char *name;
 	int method;            /* -1 baseline */
 	double t[MAXREPS];
-	double flushes;        /* per commit, last rep */
+	double flushes;        /* per commit */
 	int ok;
 };
 
@@ -254,44 +256,66 @@ static void large(void)
 
 /* ---- atomic 64 KiB and small 4 KiB ---- */
 
+/*
+ * Every variant has a file of its own (the same size, written and synced)
+ * and one handle kept open, so that no variant works on pages or extents
+ * another one just changed (a direct RWF_ATOMIC write drops the page cache
+ * of its range; XFS remaps the blocks of an emulated one).  Each repetition
+ * runs N commits of every variant in turn, the first one rotating, after a
+ * syncfs: a block pays for its own writeback (taking turns commit by commit
+ * would let one variant's flush drain what another left on the device).
+ */
 static void commits(const char *title, size_t len, uint64_t fsize, int n,
 		    int odd, int direct_base)
 {
-	char path[4096];
+	char path[MAXV][4096];
 	struct variant v[MAXV];
-	int nv;
+	oa_file *f[MAXV] = { NULL };
+	int fd = -1, nv;
+	double flushes[MAXV] = { 0 };
 	void *b;
 	if (posix_memalign(&b, 4096, len) != 0)
 		die("memalign");
 	fill(b, len);
-	snprintf(path, sizeof(path), "%s/commits", dir);
-	make_file(path, fsize);
+	snprintf(path[0], sizeof(path[0]), "%s/commits.0", dir);
+	make_file(path[0], fsize);
 	if (direct_base) {
 		/* the baseline must work here, or there is nothing to compare */
 		struct iovec iov = { b, len };
-		int fd = open(path, O_RDWR | O_DIRECT);
+		fd = open(path[0], O_RDWR | O_DIRECT);
 		if (fd < 0 || pwritev2(fd, &iov, 1, 0, RWF_ATOMIC | RWF_DSYNC) !=
 				      (ssize_t)len) {
 			printf("%s: not run: RWF_ATOMIC of %zu bytes does not work "
 			       "here (%s)\n", title, len, strerror(errno));
 			if (fd >= 0)
 				close(fd);
-			unlink(path);
+			unlink(path[0]);
 			free(b);
 			return;
 		}
-		close(fd);
+	} else {
+		fd = open(path[0], O_RDWR);
+		if (fd < 0)
+			die("open");
 	}
-	setup(v, &nv, path, false,
+	setup(v, &nv, path[0], false,
 	      direct_base ? "RWF_ATOMIC direct" : "pwrite+fdatasync", NULL);
+	for (int i = 1; i < nv; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/commits.%d", dir, i);
+		make_file(path[i], fsize);
+		f[i] = oa_open_m(path[i], v[i].method);
+		if (!f[i])
+			die("oa_open");
+	}
 	uint64_t slots = (fsize - len) / len;
 	for (int r = 0; r < reps; r++)
-		for (int i = 0; i < nv; i++) {
+		for (int j = 0; j < nv; j++) {
+			int i = (j + r) % nv;
+			struct oa_stats s0, s1;
 			double t0;
-			if (v[i].method < 0) {
-				int fd = open(path, O_RDWR | (direct_base ? O_DIRECT : 0));
-				if (fd < 0)
-					die("open");
+			/* what the previous block left dirty is not this one's */
+			syncfs(fd);
+			if (i == 0) {
 				t0 = now();
 				for (int k = 0; k < n; k++) {
 					off_t o = (off_t)((rnd() % slots) * len + (uint64_t)odd);
@@ -299,36 +323,34 @@ static void commits(const char *title, size_t len, uint64_t fsize, int n,
 						struct iovec iov = { b, len };
 						if (pwritev2(fd, &iov, 1, o, RWF_ATOMIC | RWF_DSYNC) != (ssize_t)len)
 							die("pwritev2 RWF_ATOMIC");
-					} else {
-						if (pwrite(fd, b, len, o) != (ssize_t)len)
-							die("pwrite");
-						if (fdatasync(fd) < 0)
-							die("fdatasync");
+					} else if (pwrite(fd, b, len, o) != (ssize_t)len ||
+						   fdatasync(fd) < 0) {
+						die("pwrite+fdatasync");
 					}
 				}
 				v[i].t[r] = (now() - t0) / n;
-				close(fd);
 				continue;
 			}
-			oa_file *f = oa_open_m(path, v[i].method);
-			if (!f)
-				die("oa_open");
-			struct oa_stats s0, s1;
 			oa__stats_get(&s0);
 			t0 = now();
 			for (int k = 0; k < n; k++) {
 				off_t o = (off_t)((rnd() % slots) * len + (uint64_t)odd);
-				if (oa_pwrite(f, b, len, o) != (ssize_t)len ||
-				    oa_commit(f) < 0)
+				if (oa_pwrite(f[i], b, len, o) != (ssize_t)len ||
+				    oa_commit(f[i]) < 0)
 					die("oa_pwrite/oa_commit");
 			}
 			v[i].t[r] = (now() - t0) / n;
 			oa__stats_get(&s1);
-			v[i].flushes = (double)(s1.flushes - s0.flushes) / n;
-			oa_close(f);
+			flushes[i] += (double)(s1.flushes - s0.flushes);
 		}
+	for (int i = 1; i < nv; i++) {
+		v[i].flushes = flushes[i] / ((double)n * reps);
+		oa_close(f[i]);
+		unlink(path[i]);
+	}
+	close(fd);
 	print(title, v, nv, 1e6, "us/commit", 1);
-	unlink(path);
+	unlink(path[0]);
 	free(b);
 }
 
