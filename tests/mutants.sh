@@ -52,7 +52,8 @@ declare -A tests_of=(
 	[22]="xfs-torture"
 )
 declare -A method_of=(
-	[20]=""            # AUTO: single aligned writes go by RWF_ATOMIC
+	[20]="kernel"      # forced: AUTO uses RWF_ATOMIC only for what the
+	                   # device writes untorn itself, none on a loop device
 	[22]="exchange"
 )
 . "$here/util/fs.sh"
