@@ -1948,6 +1948,17 @@ static int pair_classify(const uint8_t *img, uint64_t seed, int w, uint64_t a,
 	return *t < a ? P_LOST : P_TORN;
 }
 
+/* Kill the writers PID[2] and the reader RPID and reap them. */
+static void pair_kill_all(const pid_t *pid, pid_t rpid)
+{
+	for (int w = 0; w < 2; w++) {
+		kill(pid[w], SIGKILL);
+		wait_child(pid[w]);
+	}
+	kill(rpid, SIGKILL);
+	wait_child(rpid);
+}
+
 static int pair_loop(const struct pcfg *c, struct pres *r)
 {
 	static uint8_t img[PAIR_SIZE], img2[PAIR_SIZE];
@@ -2061,12 +2072,7 @@ static int pair_loop(const struct pcfg *c, struct pres *r)
 					open_fd[0] >= 0 ? "alive" : "gone", acked[1],
 					open_fd[1] >= 0 ? "alive" : "gone");
 				fprintf(stderr, "  file kept: %s\n", file);
-				for (int w = 0; w < 2; w++) {
-					kill(pid[w], SIGKILL);
-					wait_child(pid[w]);
-				}
-				kill(rpid, SIGKILL);
-				wait_child(rpid);
+				pair_kill_all(pid, rpid);
 				return 1;
 			}
 			struct pollfd pf[3];
@@ -2110,6 +2116,7 @@ static int pair_loop(const struct pcfg *c, struct pres *r)
 						fprintf(stderr, "torture pair: bad ack "
 							"%" PRIu64 " from writer %c after %"
 							PRIu64 "\n", k, 'A' + i, acked[i]);
+						pair_kill_all(pid, rpid);
 						return 1;
 					}
 					acked[i] = k;
@@ -2164,8 +2171,10 @@ static int pair_loop(const struct pcfg *c, struct pres *r)
 		}
 		if (pair_read_file(file, img, &size) < 0)
 			return 1;
+		/* (after a violation of the live reader too: the self-test
+		 * shows both checks fail) */
 		int cls[2];
-		for (int w = 0; w < 2 && !viol; w++) {
+		for (int w = 0; w < 2; w++) {
 			cls[w] = pair_classify(img, c->seed, w, acked[w], killed[w],
 					       &t[w], why, sizeof(why));
 			if (cls[w] == P_TORN)
@@ -2236,7 +2245,7 @@ static int pair_selftest(const char *dir, uint64_t seed, long rounds)
 		uint64_t t0 = tort_now_us();
 		if (pair_loop(&c, &r))
 			return 1;
-		int ok = i == 0 ? r.torn + r.live_torn > 0 : r.lost > 0;
+		int ok = i == 0 ? r.torn > 0 && r.live_torn > 0 : r.lost > 0;
 		printf("pair selftest, writer A %s: rounds=%ld commits=%ld torn=%ld "
 		       "(live %ld) lost=%ld (%.1fs): %s\n", kinds[i], r.rounds,
 		       r.commits, r.torn, r.live_torn, r.lost,
@@ -2376,9 +2385,11 @@ static int model_save(const char *path, const struct tort_model *m,
 	h.seed = seed;
 	h.span = m->span;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	/* no fsync: the model lives outside the file system that is cut (and
+	 * it is 64 MiB with the largest span) */
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0 || write_all(fd, &h, sizeof(h)) < 0 ||
-	    write_all(fd, m->buf, (size_t)m->size) < 0 || fsync(fd) < 0) {
+	    write_all(fd, m->buf, (size_t)m->size) < 0) {
 		fprintf(stderr, "torture: write %s: %s\n", tmp, strerror(errno));
 		return -1;
 	}
