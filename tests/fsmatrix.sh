@@ -18,7 +18,9 @@
 # Needs root and loop devices for XFS and Btrfs (a file system whose mkfs is
 # missing is skipped with a note; all missing: SKIP).  Environment:
 # FSMATRIX_FS (default "tmpfs xfs xfs:journal xfs:clone xfs:kernel xfs:exchange btrfs"),
-# FSMATRIX_KILLS (default 200).
+# FSMATRIX_KILLS (default 200, over the kill torture's spans, 64 KiB to a
+# sparse 64 MiB), FSMATRIX_PAIR_KILLS (rounds of the torture of two writers
+# on one file, `torture pair`: default 30).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -27,10 +29,11 @@ case $build in /*) ;; *) build=$root/$build ;; esac
 work=${OA_TEST_DIR:-$(mktemp -d)}
 . "$here/util/fs.sh"
 FSLIST=${FSMATRIX_FS:-tmpfs xfs xfs:journal xfs:clone xfs:kernel xfs:exchange btrfs}
-# (the sanitizer pass, BUILD=*asan*, is for memory errors: 60 kills there)
+# (the sanitizer pass, BUILD=*asan*, is for memory errors: 60 kills and 12
+# pair rounds there)
 case $build in
-*asan*) KILLS=${FSMATRIX_KILLS:-60} ;;
-*) KILLS=${FSMATRIX_KILLS:-200} ;;
+*asan*) KILLS=${FSMATRIX_KILLS:-60} PKILLS=${FSMATRIX_PAIR_KILLS:-12} ;;
+*) KILLS=${FSMATRIX_KILLS:-200} PKILLS=${FSMATRIX_PAIR_KILLS:-30} ;;
 esac
 TESTS="conf_commit conf_ryw conf_visibility conf_abort_close conf_errors
        conf_recover conf_concurrency conf_perms unit_recover conf_methods"
@@ -88,6 +91,14 @@ for entry in $FSLIST; do
 		echo "$fs: torture $(grep -o 'kills=.*' "$work/$fs-torture.log" | tail -1)"
 	else
 		echo "$fs: torture FAILED"; tail -8 "$work/$fs-torture.log"; failed=1
+	fi
+	rm -rf "$d"
+	d=$(mktemp -d "$mnt/pair.XXXXXX")
+	if OA_TEST_DIR=$d timeout 300 "$build/tests/torture" pair --kills $PKILLS \
+	     --no-selftest >"$work/$fs-pair.log" 2>&1; then
+		echo "$fs: torture $(grep -o 'pair rounds=.*' "$work/$fs-pair.log" | tail -1)"
+	else
+		echo "$fs: torture pair FAILED"; tail -8 "$work/$fs-pair.log"; failed=1
 	fi
 	rm -rf "$d"
 	cleanup

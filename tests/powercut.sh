@@ -10,10 +10,17 @@
 # system is concerned), SIGKILL the writer, umount, mount again (log
 # replay), recover, and check that the file is exactly the state after the
 # last durable ack or the next transaction.  Recovery twice must not change
-# anything.
+# anything.  The cuts rotate over the sequence's spans (torture_common.h): a
+# run of cuts on one file per span, 64 KiB to a sparse 64 MiB.
+#
+# Then PAIRCUTS cuts of two writers on one file (torture pair): both commit
+# to their own units with their own handles, acks to two files; after the
+# cut each writer's units must be its last durable ack or its next commit.
 #
 # Needs root, loop devices, mkfs.ext4 / mkfs.xfs; skips (77) otherwise.
-# Environment: POWERCUT_CUTS (default 100 per file system), POWERCUT_FS
+# Environment: POWERCUT_CUTS (default 100 per file system), POWERCUT_SPANS
+# (default "64K:3 1M:3 4M:3 64M:1": span:weight, the share of the cuts),
+# POWERCUT_PAIR_CUTS (default 20 per file system), POWERCUT_FS
 # (default "ext4 xfs xfs:journal xfs:clone btrfs"; FS:METHOD runs the writer and the
 # recoveries with OATOMIC_METHOD=METHOD: on XFS (made with the exchange-range
 # feature), AUTO is the exchange method for big writes, kernel atomic writes
@@ -57,9 +64,28 @@ done
 # The sanitizer pass (BUILD=*asan*) is there for memory errors, which a few
 # cuts per file system exercise as well as many: 30 there, 100 otherwise.
 case $build in
-*asan*) CUTS=${POWERCUT_CUTS:-30} ;;
-*) CUTS=${POWERCUT_CUTS:-100} ;;
+*asan*) CUTS=${POWERCUT_CUTS:-30} PAIRCUTS=${POWERCUT_PAIR_CUTS:-8} ;;
+*) CUTS=${POWERCUT_CUTS:-100} PAIRCUTS=${POWERCUT_PAIR_CUTS:-20} ;;
 esac
+# A 64 MiB span costs a cut more than the others (the checks read, hash and
+# model the whole sparse file): it gets a tenth of the cuts.
+SPANS=${POWERCUT_SPANS:-64K:3 1M:3 4M:3 64M:1}
+SPANW=0
+for s in $SPANS; do
+	case $s in *:*) SPANW=$((SPANW + ${s#*:})) ;; *) SPANW=$((SPANW + 1)) ;; esac
+done
+# span_of I: the span of cut I (1..CUTS): the spans take consecutive runs
+span_of() {
+	local s w acc=0
+	for s in $SPANS; do
+		w=1; case $s in *:*) w=${s#*:} ;; esac
+		acc=$((acc + w))
+		if [ $(( ($1 - 1) * SPANW )) -lt $((acc * CUTS)) ]; then
+			echo "${s%%:*}"; return
+		fi
+	done
+	s=${SPANS##* }; echo "${s%%:*}"
+}
 # POWERCUT_WRITER=good|torn|lost: run a writer of torture.c's own instead of
 # the library, to see the harness catch a broken one (torn, lost: expect
 # violations; good: none).
@@ -89,7 +115,7 @@ cleanup_host() {
 	HOSTLOOP=
 }
 cleanup() {
-	if [ -n "$WPID" ]; then kill -9 "$WPID" 2>/dev/null; wait "$WPID" 2>/dev/null; fi
+	if [ -n "$WPID" ]; then kill -9 $WPID 2>/dev/null; wait $WPID 2>/dev/null; fi
 	WPID=
 	if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
 		umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
@@ -115,6 +141,90 @@ wait_for() {
 		sleep 0.01
 	done
 	return 0
+}
+
+# cut_remount PID...: the cut, with the writers PID... running: a snapshot
+# of the image (Btrfs; they are stopped first, so every ack they wrote is
+# older than it) or FS_IOC_SHUTDOWN; then kill them, umount, and mount again
+# (log replay).  Uses run_fs's fs, i, mnt, img, snap.  Returns 0, 1 on a
+# failure, 77 when the file system cannot be shut down.
+cut_remount() {
+	local sd p n
+	if [ -n "$snap" ]; then
+		for p; do kill -STOP $p 2>/dev/null; done
+		rm -f "$snap"
+		cp --reflink=always "$img" "$snap" ||
+			{ echo "$fs: cut $i: cannot clone the image"; return 1; }
+	else
+		sd=$("$T" shutdown "$mnt" 2>&1)
+		case $? in
+		0) ;;
+		77) echo "$fs: skipped: $sd"; return 77 ;;
+		*) echo "$fs: shutdown failed: $sd"; return 1 ;;
+		esac
+	fi
+	for p; do
+		kill -9 $p 2>/dev/null
+		kill -CONT $p 2>/dev/null
+		wait $p 2>/dev/null
+	done
+	WPID=
+	for n in 1 2 3 4 5; do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
+	if mountpoint -q "$mnt"; then echo "$fs: cut $i: umount failed"; return 1; fi
+	MNT=
+	if [ -n "$snap" ]; then
+		# the cut's image replaces the one that ran on
+		losetup -d "$LOOP" 2>/dev/null
+		mv -f "$snap" "$img" || return 1
+		LOOP=$(losetup -f --show "$img" 2>&1) || { echo "$fs: cut $i: losetup: $LOOP"; LOOP=; return 1; }
+	fi
+	if ! mount "$LOOP" "$mnt"; then
+		echo "$fs: cut $i: mount after the cut failed (log replay)"
+		dmesg | tail -20
+		return 1
+	fi
+	MNT=$mnt
+}
+
+# recover_check FILE: after a cut, oatomic check (pending work is normal,
+# damage never is), recovery, and a second recovery that must change
+# nothing; then check must be clean.  Prints the VIOLATION; returns 1.
+recover_check() {
+	local out h1 h2 rec2=("$T" recover)
+	[ -x "$tool" ] && rec2=("$tool" recover)
+	if [ -x "$tool" ]; then
+		out=$("$tool" check "$1" 2>&1)
+		if [ $? -ge 2 ]; then
+			echo "$fs: cut $i: VIOLATION: after a mere power cut, oatomic check says: $out"
+			return 1
+		fi
+	fi
+	if ! out=$("$T" recover "$1" 2>&1); then
+		echo "$fs: cut $i: VIOLATION: recovery failed: $out (seed $fseed)"
+		return 1
+	fi
+	h1=$(sha256sum < "$1")
+	if ! out=$("${rec2[@]}" "$1" 2>&1); then
+		echo "$fs: cut $i: VIOLATION: second recovery (${rec2[0]##*/}) failed: $out"
+		return 1
+	fi
+	h2=$(sha256sum < "$1")
+	if [ "$h1" != "$h2" ]; then
+		echo "$fs: cut $i: VIOLATION: the second recovery changed the file $1 (seed $fseed)"
+		return 1
+	fi
+	if [ -x "$tool" ] && [ -z "$MUTANT" ] && ! out=$("$tool" check "$1" 2>&1); then
+		echo "$fs: cut $i: VIOLATION: after recovery, oatomic check is not clean: $out"
+		return 1
+	fi
+	return 0
+}
+
+# keep_failure FILE...: keep the mount's files and FILE... in $W/fail-FS-I
+keep_failure() {
+	local keep=$W/fail-$fs-$i
+	mkdir -p "$keep" && cp -a "$mnt"/. "$keep"/ && cp "$@" "$keep"/ &&
+		echo "$fs: files, journals, acks and model kept in $keep"
 }
 
 violations_total=0
@@ -161,23 +271,29 @@ run_fs() {
 
 	local file=$mnt/f ack=$W/$fs.ack big=$W/$fs.big model=$W/$fs.model
 	local log=$W/$fs.log start=0 ok=0 viol=0 i inflight=0 bigcuts=0 commits=0
-	local fseed=$((SEED + ${#tag}))
+	local fseed=$((SEED + ${#tag})) span= s spans=
 	fs=$tag   # in the messages below
 	local t0=$(date +%s)
-	"$T" model-init "$model" $fseed || return 1
 	: > "$log"
 	RANDOM=$fseed
 
 	for ((i = 1; i <= CUTS; i++)); do
+		s=$(span_of $i)
+		if [ "$s" != "$span" ]; then
+			# the next span: a new sequence, on a new file
+			span=$s spans+=" $span" start=0
+			rm -f "$file" "$file.mutant-tmp" "$mnt/.f.oa" "$mnt"/.f.oaj-*
+			"$T" model-init "$model" $fseed $span || return 1
+		fi
 		rm -f "$ack" "$big"
 		local usebig=$((RANDOM % 4 == 0)) delay
-		local wargs=(cut "$file" $fseed "$ack" --start $start)
-		[ -n "$MUTANT" ] && wargs=(mutant "$MUTANT" "$file" $fseed --ack-file "$ack" --start $start)
+		local wargs=(cut "$file" $fseed "$ack" --start $start --span $span)
+		[ -n "$MUTANT" ] && wargs=(mutant "$MUTANT" "$file" $fseed --ack-file "$ack" --start $start --span $span)
 		[ $usebig = 1 ] && wargs+=(--big-flag "$big")
 		"$T" "${wargs[@]}" >>"$log" 2>&1 &
 		WPID=$!
 		if ! wait_for "$ack" $WPID 30; then
-			echo "$fs: cut $i: the writer made no commit (seed $fseed, start $start):"
+			echo "$fs: cut $i: the writer made no commit (seed $fseed, start $start, span $span):"
 			tail -5 "$log"
 			return 1
 		fi
@@ -188,75 +304,12 @@ run_fs() {
 			delay=$((RANDOM % 301))
 		fi
 		sleep_ms $delay
-		local sd
-		if [ -n "$snap" ]; then
-			kill -STOP $WPID 2>/dev/null
-			rm -f "$snap"
-			cp --reflink=always "$img" "$snap" ||
-				{ echo "$fs: cut $i: cannot clone the image"; return 1; }
-		else
-			sd=$("$T" shutdown "$mnt" 2>&1)
-			case $? in
-			0) ;;
-			77) echo "$fs: skipped: $sd"; return 77 ;;
-			*) echo "$fs: shutdown failed: $sd"; return 1 ;;
-			esac
-		fi
-		kill -9 $WPID 2>/dev/null
-		kill -CONT $WPID 2>/dev/null
-		wait $WPID 2>/dev/null
-		WPID=
-		local n
-		for n in 1 2 3 4 5; do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
-		if mountpoint -q "$mnt"; then echo "$fs: cut $i: umount failed"; return 1; fi
-		MNT=
-		if [ -n "$snap" ]; then
-			# the cut's image replaces the one that ran on
-			losetup -d "$LOOP" 2>/dev/null
-			mv -f "$snap" "$img" || return 1
-			LOOP=$(losetup -f --show "$img" 2>&1) || { echo "$fs: cut $i: losetup: $LOOP"; LOOP=; return 1; }
-		fi
-		if ! mount "$LOOP" "$mnt"; then
-			echo "$fs: cut $i: mount after the cut failed (log replay)"
-			dmesg | tail -20
-			return 1
-		fi
-		MNT=$mnt
-
-		local out h1 h2 rec2=("$T" recover)
-		[ -x "$tool" ] && rec2=("$tool" recover)
-		# before recovery: pending work is normal, damage never is
-		if [ -x "$tool" ]; then
-			out=$("$tool" check "$file" 2>&1)
-			if [ $? -ge 2 ]; then
-				echo "$fs: cut $i: VIOLATION: after a mere power cut, oatomic check says: $out"
-				viol=$((viol + 1)); break
-			fi
-		fi
-		if ! out=$("$T" recover "$file" 2>&1); then
-			echo "$fs: cut $i: VIOLATION: recovery failed: $out (seed $fseed, start $start, acks $(wc -l < "$ack"))"
-			viol=$((viol + 1)); break
-		fi
-		h1=$(sha256sum < "$file")
-		if ! out=$("${rec2[@]}" "$file" 2>&1); then
-			echo "$fs: cut $i: VIOLATION: second recovery (${rec2[0]##*/}) failed: $out"
-			viol=$((viol + 1)); break
-		fi
-		h2=$(sha256sum < "$file")
-		if [ "$h1" != "$h2" ]; then
-			echo "$fs: cut $i: VIOLATION: the second recovery changed the file (seed $fseed, start $start)"
-			viol=$((viol + 1)); break
-		fi
-		if [ -x "$tool" ] && [ -z "$MUTANT" ] && ! out=$("$tool" check "$file" 2>&1); then
-			echo "$fs: cut $i: VIOLATION: after recovery, oatomic check is not clean: $out"
-			viol=$((viol + 1)); break
-		fi
+		cut_remount $WPID || return $?
+		recover_check "$file" || { viol=$((viol + 1)); break; }
 		if ! out=$("$T" verify "$file" $fseed "$ack" "$model" 2>&1); then
 			echo "$fs: cut $i: $out"
-			echo "$fs: cut $i: seed $fseed, writer started at txn $start, delay ${delay} ms, big=$usebig"
-			local keep=$W/fail-$fs-$i
-			mkdir -p "$keep" && cp -a "$mnt"/. "$keep"/ && cp "$ack" "$model" "$keep"/ &&
-				echo "$fs: file, journals, acks and model kept in $keep"
+			echo "$fs: cut $i: seed $fseed, span $span, writer started at txn $start, delay ${delay} ms, big=$usebig"
+			keep_failure "$ack" "$model"
 			viol=$((viol + 1)); break
 		fi
 		# state=K acked=A start=S acks=N acked|in-flight
@@ -265,6 +318,38 @@ run_fs() {
 		commits=$((commits + $(wc -l < "$ack")))
 		start=$st
 		ok=$((ok + 1))
+	done
+
+	# two writers on one file (the library's writers only)
+	local pfile=$mnt/p pa=$W/$fs.pa pb=$W/$fs.pb sa=0 sb=0 pok=0 pinf=0
+	local pcommits=0 npair=$PAIRCUTS pid_a pid_b
+	[ -n "$MUTANT" ] && npair=0
+	for ((i = 1; i <= npair && viol == 0; i++)); do
+		rm -f "$pa" "$pb"
+		"$T" pair-cut "$pfile" $fseed 0 "$pa" --start $sa >>"$log" 2>&1 &
+		pid_a=$!
+		"$T" pair-cut "$pfile" $fseed 1 "$pb" --start $sb >>"$log" 2>&1 &
+		pid_b=$!
+		WPID="$pid_a $pid_b"
+		if ! wait_for "$pa" $pid_a 30 || ! wait_for "$pb" $pid_b 30; then
+			echo "$fs: pair cut $i: a writer made no commit (seed $fseed, starts $sa $sb):"
+			tail -5 "$log"
+			return 1
+		fi
+		sleep_ms $((RANDOM % 101))
+		cut_remount $pid_a $pid_b || return $?
+		recover_check "$pfile" || { viol=$((viol + 1)); break; }
+		if ! out=$("$T" pair-verify "$pfile" $fseed $sa $sb "$pa" "$pb" 2>&1); then
+			echo "$fs: pair cut $i: $out"
+			keep_failure "$pa" "$pb"
+			viol=$((viol + 1)); break
+		fi
+		# a=TA b=TB acks=NA/NB [A-in-flight] [B-in-flight]
+		sa=${out#a=}; sa=${sa%% *}
+		sb=${out#* b=}; sb=${sb%% *}
+		case $out in *in-flight*) pinf=$((pinf + 1)) ;; esac
+		pcommits=$((pcommits + $(cat "$pa" "$pb" | wc -l)))
+		pok=$((pok + 1))
 	done
 
 	umount "$mnt" 2>/dev/null && MNT=
@@ -282,15 +367,15 @@ run_fs() {
 	esac
 	cleanup
 	local secs=$(( $(date +%s) - t0 ))
-	echo "$fs: cuts=$((ok + viol)) ok=$ok violations=$viol (seed $fseed, ${secs}s, commits $commits, in-flight commit survived $inflight, cuts during a big transaction $bigcuts, final txn $start)"
+	echo "$fs: cuts=$((ok + viol)) ok=$ok violations=$viol (seed $fseed, ${secs}s, spans$spans, commits $commits, in-flight commit survived $inflight, cuts during a big transaction $bigcuts, final txn $start); pair cuts=$pok (commits $pcommits, in-flight survived $pinf, final txns $sa $sb)"
 	violations_total=$((violations_total + viol))
-	[ $viol = 0 ] && [ $ok = "$CUTS" ] || return 1
-	rm -f "$img" "$ack" "$big" "$model" "$log"
+	[ $viol = 0 ] && [ $ok = "$CUTS" ] && [ $pok = "$npair" ] || return 1
+	rm -f "$img" "$ack" "$big" "$model" "$log" "$pa" "$pb"
 	return 0
 }
 
 rc=0
-echo "powercut: seed $SEED, $CUTS cuts per file system, in $W${MUTANT:+, writer: mutant $MUTANT}"
+echo "powercut: seed $SEED, $CUTS cuts per file system over spans $SPANS, $PAIRCUTS of two writers, in $W${MUTANT:+, writer: mutant $MUTANT}"
 for fs in $FSLIST; do
 	run_fs "$fs"
 	r=$?

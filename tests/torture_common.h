@@ -7,10 +7,16 @@
  * tort_fill() the bytes of each write.  Nothing depends on the file's state,
  * so a writer can start at any K and the verifier can replay any range.
  *
+ * The offsets a sequence touches lie within its span (a run-time parameter,
+ * 64 KiB to 1 GiB, TORT_SPAN by default): the same seed with another span is
+ * another sequence, of the same byte volume (write lengths do not depend on
+ * the span, so a 64 MiB span is a sparse file with big holes and truncates
+ * far out, not more data).
+ *
  * The model is the file's content after transaction K: a byte array of
- * capacity TORT_CAP whose bytes beyond `size` are always zero, so extending
- * the size (by a write past the end or a growing truncate) is just moving
- * `size`.
+ * capacity tort_cap(span) whose bytes beyond `size` are always zero, so
+ * extending the size (by a write past the end or a growing truncate) is just
+ * moving `size`.
  *
  * Everything here is static inline so that each test stays self-contained.
  *
@@ -31,12 +37,19 @@
 
 #define TORT_KIB        1024ULL
 #define TORT_MIB        (1024ULL * 1024ULL)
-/* Writes start below TORT_SPAN; truncates go up to TORT_SPAN + 256 KiB. */
-#define TORT_SPAN       (4 * TORT_MIB)
+/* Writes start below the span; truncates go up to span + 256 KiB. */
+#define TORT_SPAN       (4 * TORT_MIB)       /* the default span */
+#define TORT_SPAN_MIN   (64 * TORT_KIB)
+#define TORT_SPAN_MAX   (1024 * TORT_MIB)
 #define TORT_MAXLEN     (256 * TORT_KIB)     /* normal write, at most */
 #define TORT_BIGLEN     (512 * TORT_KIB)     /* write of a big transaction */
-#define TORT_CAP        (TORT_SPAN + TORT_BIGLEN + 4 * TORT_KIB)
 #define TORT_MAXOPS     24
+
+/* The largest file a sequence of span SPAN can make. */
+static inline uint64_t tort_cap(uint64_t span)
+{
+	return span + TORT_BIGLEN + 4 * TORT_KIB;
+}
 
 enum { TORT_WRITE = 1, TORT_TRUNC = 2 };
 
@@ -96,7 +109,11 @@ static inline uint64_t tort_len(struct tort_rng *r)
 	return (1ULL << b) | tort_below(r, 1ULL << b);
 }
 
-static inline void tort_plan(uint64_t seed, uint64_t k, struct tort_plan *p)
+/* Transaction K of seed SEED over span SPAN (a multiple of 64 KiB).  The
+ * draws do not depend on SPAN except through the offsets and the aligned
+ * write's size, so the default span gives the sequences it always gave. */
+static inline void tort_plan(uint64_t seed, uint64_t span, uint64_t k,
+			     struct tort_plan *p)
 {
 	struct tort_rng r = tort_rng_make(seed, k);
 
@@ -112,10 +129,13 @@ static inline void tort_plan(uint64_t seed, uint64_t k, struct tort_plan *p)
 		/* One aligned power-of-two write, 4 KiB to 256 KiB: what the
 		 * kernel method sends down as a single RWF_ATOMIC write. */
 		struct tort_op *o = &p->ops[0];
+		unsigned shifts = 1;   /* sizes up to min(256 KiB, span) */
+		while (shifts < 7 && (4096ULL << shifts) <= span)
+			shifts++;
 		p->nops = 1;
 		o->kind = TORT_WRITE;
-		o->len = 4096ULL << tort_below(&r, 7);
-		o->off = tort_below(&r, TORT_SPAN / o->len) * o->len;
+		o->len = 4096ULL << tort_below(&r, shifts);
+		o->off = tort_below(&r, span / o->len) * o->len;
 		o->vec = tort_below(&r, 4) == 0;
 		o->dseed = tort_next(&r);
 		return;
@@ -133,13 +153,13 @@ static inline void tort_plan(uint64_t seed, uint64_t k, struct tort_plan *p)
 				o->len = tort_below(&r, 4096);
 				break;
 			case 2:
-				o->len = tort_below(&r, TORT_SPAN / 4096) * 4096;
+				o->len = tort_below(&r, span / 4096) * 4096;
 				break;
 			case 3: /* grow past where writes reach */
-				o->len = TORT_SPAN + tort_below(&r, TORT_MAXLEN);
+				o->len = span + tort_below(&r, TORT_MAXLEN);
 				break;
 			default:
-				o->len = tort_below(&r, TORT_SPAN + 1);
+				o->len = tort_below(&r, span + 1);
 				break;
 			}
 			continue;
@@ -147,7 +167,7 @@ static inline void tort_plan(uint64_t seed, uint64_t k, struct tort_plan *p)
 		o->kind = TORT_WRITE;
 		o->len = p->big ? 128 * TORT_KIB + tort_below(&r, 384 * TORT_KIB)
 				: tort_len(&r);
-		o->off = tort_below(&r, TORT_SPAN);
+		o->off = tort_below(&r, span);
 		if (tort_below(&r, 4) == 0)
 			o->off &= ~4095ULL;
 		if (tort_below(&r, 4) == 0 && o->len >= 4096)
@@ -178,16 +198,19 @@ static inline void tort_fill(uint8_t *buf, uint64_t len, uint64_t dseed)
 /* ---- the reference model ---------------------------------------------- */
 
 struct tort_model {
-	uint8_t *buf;      /* TORT_CAP bytes, zero beyond size */
+	uint8_t *buf;      /* tort_cap(span) bytes, zero beyond size */
 	uint64_t size;
 	uint64_t k;        /* the transaction this is the state after */
+	uint64_t span;     /* of the sequence */
 };
 
-static inline int tort_model_init(struct tort_model *m)
+/* calloc: the pages a small file never touches are never faulted in. */
+static inline int tort_model_init(struct tort_model *m, uint64_t span)
 {
-	m->buf = calloc(1, TORT_CAP);
+	m->buf = calloc(1, (size_t)tort_cap(span));
 	m->size = 0;
 	m->k = 0;
+	m->span = span;
 	return m->buf ? 0 : -1;
 }
 
@@ -234,7 +257,7 @@ static inline void tort_model_advance(struct tort_model *m, uint64_t seed,
 	struct tort_plan p;
 
 	for (uint64_t k = from; k <= to; k++) {
-		tort_plan(seed, k, &p);
+		tort_plan(seed, m->span, k, &p);
 		if (!p.aborted)
 			tort_model_apply(m, &p);
 	}
@@ -243,12 +266,13 @@ static inline void tort_model_advance(struct tort_model *m, uint64_t seed,
 }
 
 /* The first committed transaction after K. */
-static inline uint64_t tort_next_commit(uint64_t seed, uint64_t k)
+static inline uint64_t tort_next_commit(uint64_t seed, uint64_t span,
+					uint64_t k)
 {
 	struct tort_plan p;
 
 	for (;;) {
-		tort_plan(seed, ++k, &p);
+		tort_plan(seed, span, ++k, &p);
 		if (!p.aborted)
 			return k;
 	}

@@ -4,8 +4,12 @@
 # only).  Prints each step's result; exits 1 if any failed.
 #
 # Environment: BUILD (build), LONG_STATES (20000000), LONG_FUZZ (3600 s),
-# LONG_SEEDS (fault-injection seeds, 20), LONG_KILLS (10000), LONG_CUTS
-# (1000 per file system).
+# LONG_SEEDS (fault-injection seeds, 20), LONG_KILLS (10000, over the spans
+# 64K 1M 4M 64M 256M, equal shares), LONG_PAIR_KILLS (5000 rounds of two
+# writers on one file), LONG_CUTS (1000 per file system, over 64K 1M 4M 64M:
+# 256M does not fit the smallest image),
+# LONG_PAIR_CUTS (200 per file system), LONG_FSMATRIX_KILLS (2000 kills and a
+# tenth as many pair rounds per entry).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 B=${BUILD:-build}
@@ -30,9 +34,20 @@ for s in $(seq 1 "${LONG_SEEDS:-20}"); do
 done
 step "fuzzing, ${LONG_FUZZ:-3600}s" env FUZZ_SECONDS="${LONG_FUZZ:-3600}" \
 	FUZZ_OUT="$B-fuzz" BUILD="$B" tests/fuzz.sh
-step "kill torture, ${LONG_KILLS:-10000} kills" \
-	env TORTURE_KILLS="${LONG_KILLS:-10000}" OA_TEST_DIR="$scratch" "$B/tests/torture" kill
-step "power cuts, ${LONG_CUTS:-1000} per file system" \
-	env POWERCUT_CUTS="${LONG_CUTS:-1000}" OA_TEST_DIR="$scratch" BUILD="$B" tests/powercut.sh
+spans=64K,1M,4M,64M,256M
+step "kill torture, ${LONG_KILLS:-10000} kills over $spans" \
+	env TORTURE_KILLS="${LONG_KILLS:-10000}" TORTURE_SPANS=$spans \
+	OA_TEST_DIR="$scratch" "$B/tests/torture" kill
+step "two writers on one file, ${LONG_PAIR_KILLS:-5000} rounds" \
+	env TORTURE_PAIR_KILLS="${LONG_PAIR_KILLS:-5000}" OA_TEST_DIR="$scratch" \
+	"$B/tests/torture" pair
+step "power cuts, ${LONG_CUTS:-1000} per file system, ${LONG_PAIR_CUTS:-200} of two writers" \
+	env POWERCUT_CUTS="${LONG_CUTS:-1000}" POWERCUT_SPANS="64K 1M 4M 64M" \
+	POWERCUT_PAIR_CUTS="${LONG_PAIR_CUTS:-200}" \
+	OA_TEST_DIR="$scratch" BUILD="$B" tests/powercut.sh
+step "file-system matrix, ${LONG_FSMATRIX_KILLS:-2000} kills per entry" \
+	env FSMATRIX_KILLS="${LONG_FSMATRIX_KILLS:-2000}" \
+	FSMATRIX_PAIR_KILLS=$(( ${LONG_FSMATRIX_KILLS:-2000} / 10 )) \
+	OA_TEST_DIR="$scratch" BUILD="$B" tests/fsmatrix.sh
 step "planted bugs" env MUTANT_SIM_STATES=2000000 tests/mutants.sh
 exit $fail
