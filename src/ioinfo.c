@@ -150,7 +150,7 @@ struct probe {
 	int reflink, exchange, rwf_atomic;      /* P_* */
 	/* what the kernel reported for a scratch file opened O_DIRECT */
 	uint32_t awu_min, awu_max, awu_segs;
-	/* the device's own atomic write limit (hw_atomic_max), UINT32_MAX
+	/* the device's own atomic write limit (dev_atomic_max), UINT32_MAX
 	 * where it cannot be read */
 	uint32_t awu_dev;
 };

@@ -8,7 +8,8 @@
  *  journal  pending data is logged in the journal; the commit record is the
  *           commit point; the apply copies each op into the file.
  *  clone    the same records and the same commit record, but a big data
- *           record (>= OA_CLONE_MIN) is placed with its payload
+ *           record (>= f->clone_min: OA_CLONE_MIN forced, OA_CLONE_AUTO
+ *           under AUTO) is placed with its payload
  *           block-congruent to its file offset, beyond the journal's
  *           pre-zeroed ring; the apply clones its whole blocks into the file
  *           (FICLONERANGE) and copies only the unaligned edges.  The data is
@@ -20,10 +21,11 @@
  *           file's later in-place writes cannot reach the journal's copy
  *           (reflink is copy-on-write on both sides).  I5 holds as before:
  *           the checkpoint's fdatasync of the file makes the remaps durable
- *           (they are metadata of the file).  After the checkpoint the
- *           journal is cut back to its ring, dropping the shared blocks, so
- *           the ring is never shared and a small commit never copies on
- *           write.
+ *           (they are metadata of the file).  Placed records lie beyond
+ *           the ring and only they are cloned (oa_clone_span), so the ring
+ *           is never shared and a small commit never copies on write; the
+ *           shared blocks beyond it are kept while the handle is open and
+ *           dropped when closing cuts the journal back.
  *  kernel   a transaction that is one aligned power-of-two write within
  *           the file's atomic write unit is held in memory (one bounded
  *           buffer per handle, not per byte written) and goes down at commit
