@@ -120,7 +120,7 @@ static uint64_t live_jmax(const struct oa_live *l, int k)
 int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 {
 	struct oa_live l;
-	struct stat js;
+	uint64_t jsize;
 
 	if (oa_live_read(f, &l) < 0)
 		return -1;
@@ -129,7 +129,7 @@ int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 		return -1;
 	if (oa_journal_reset(f) < 0)
 		return -1;
-	if (oa_xfstat(f->jfd, &js) == 0 && (uint64_t)js.st_size > keep)
+	if (oa_xfsize(f->jfd, &jsize) == 0 && jsize > keep)
 		oa_xftruncate(f->jfd, OA_JRNL_INITIAL);
 	return 0;
 }
@@ -396,14 +396,14 @@ static int copy_range(struct oa_file *f, int jfd, uint64_t off, uint64_t len,
 int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	     const unsigned char *ops)
 {
-	struct stat st;
+	uint64_t fsize;
 	int r = -1;
 
 	if (oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
 		return -1;
-	if (oa_xfstat(f->tfd, &st) < 0)
+	if (oa_xfsize(f->tfd, &fsize) < 0)
 		goto out;
-	if (ch->trunc_min != OA_NO_TRUNC && (uint64_t)st.st_size > ch->trunc_min &&
+	if (ch->trunc_min != OA_NO_TRUNC && fsize > ch->trunc_min &&
 	    oa_xftruncate(f->tfd, (off_t)ch->trunc_min) < 0)
 		goto out;
 	for (uint64_t i = 0; i < ch->nops; i++) {
@@ -430,7 +430,7 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	}
 	/* Truncated to trunc_min (or not), then written up to the end of the
 	 * last op: the size is known without asking. */
-	uint64_t size = (uint64_t)st.st_size;
+	uint64_t size = fsize;
 	if (ch->trunc_min != OA_NO_TRUNC && size > ch->trunc_min)
 		size = ch->trunc_min;
 	if (ch->nops) {
@@ -542,7 +542,7 @@ int oa_commit_journal(struct oa_file *f)
 	struct oa_commit_hdr ch;
 	struct oa_live l;
 	struct oa_rec r;
-	struct stat st;
+	uint64_t fsize;
 	unsigned char *rec;
 	uint64_t body, seq, lsn, end;
 	size_t nops = oa_index_count(f->ix);
@@ -560,7 +560,7 @@ int oa_commit_journal(struct oa_file *f)
 	}
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		goto fail_free;
-	if (oa_heal_locked(f, &l) < 0 || oa_xfstat(f->tfd, &st) < 0)
+	if (oa_heal_locked(f, &l) < 0 || oa_xfsize(f->tfd, &fsize) < 0)
 		goto fail_unlock;
 
 	/* The size the transaction leaves, against the size committed now:
@@ -568,7 +568,7 @@ int oa_commit_journal(struct oa_file *f)
 	end = oa_index_end(f->ix);
 	ch.tx_start = f->tx_start;
 	ch.trunc_min = f->has_trunc ? f->t_min : OA_NO_TRUNC;
-	ch.final_size = f->has_trunc ? f->t_last : (uint64_t)st.st_size;
+	ch.final_size = f->has_trunc ? f->t_last : fsize;
 	if (end > ch.final_size)
 		ch.final_size = end;
 	ch.nops = nops;
@@ -593,7 +593,7 @@ int oa_commit_journal(struct oa_file *f)
 	 * after it.  Growth beyond the end is what needs new blocks; where
 	 * fallocate is not supported the apply takes its chances. */
 	if (reserve(f, &ch, rec + OA_REC_HDR + OA_COMMIT_FIXED,
-		    (uint64_t)st.st_size) < 0)
+		    fsize) < 0)
 		goto fail_unlock;
 	/* I10: mark the commit in flight before its record exists. */
 	l.last_seq = seq;

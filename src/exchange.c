@@ -41,7 +41,7 @@
 bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total)
 {
 	uint64_t bs = f->blk, a, b;
-	struct stat st;
+	uint64_t fsize;
 	/* A transaction that truncates or grows the file commits through the
 	 * journal: its bytes go there at once rather than be moved later. */
 	if (!f->may_exchange || !bs || f->has_trunc)
@@ -50,7 +50,7 @@ bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total)
 	b = (off + total) & ~(bs - 1);
 	if (b <= a || !(f->xchg_all || b - a >= OA_XCHG_AUTO))
 		return false;
-	return oa_xfstat(f->tfd, &st) == 0 && off + total <= (uint64_t)st.st_size;
+	return oa_xfsize(f->tfd, &fsize) == 0 && off + total <= fsize;
 }
 
 /* The bytes [SKIP, SKIP+LEN) of IOV[0..CNT) as iovecs in OUT (room for
@@ -223,7 +223,7 @@ int oa_commit_exchange(struct oa_file *f)
 {
 	struct oa_xfs_exchange_range x;
 	struct oa_live l;
-	struct stat st;
+	uint64_t fsize;
 	struct oa_ext e;
 	uint64_t bs = f->blk, lo = UINT64_MAX, hi = 0, done = 0;
 	int r = 1;
@@ -232,9 +232,9 @@ int oa_commit_exchange(struct oa_file *f)
 		return 1;
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
-	if (oa_heal_locked(f, &l) < 0 || oa_xfstat(f->tfd, &st) < 0)
+	if (oa_heal_locked(f, &l) < 0 || oa_xfsize(f->tfd, &fsize) < 0)
 		goto fail;
-	if (oa_index_end(f->ix) > (uint64_t)st.st_size)
+	if (oa_index_end(f->ix) > fsize)
 		goto out;    /* growth: the journal's job */
 	if (l.last_seq > l.ckpt_seq && !MUTANT(22) &&
 	    oa_checkpoint_locked(f) < 0) {
@@ -252,7 +252,7 @@ int oa_commit_exchange(struct oa_file *f)
 		if (e.joff & OA_SHADOW)
 			continue;
 		for (uint64_t k = a > done ? a : done; k < b; k += bs)
-			if (compose(f, k, (uint64_t)st.st_size) < 0) {
+			if (compose(f, k, fsize) < 0) {
 				if (errno != EBADF)
 					goto fail;
 				/* a write-only handle cannot read the
@@ -263,12 +263,12 @@ int oa_commit_exchange(struct oa_file *f)
 		if (b > done)
 			done = b;
 	}
-	if (hi > (uint64_t)st.st_size)
-		hi = (uint64_t)st.st_size;   /* a partial last block: both files
+	if (hi > fsize)
+		hi = fsize;   /* a partial last block: both files
 					      * end there */
 	if (lo >= hi)
 		goto out;
-	if (oa_xftruncate(f->sfd, st.st_size) < 0)
+	if (oa_xftruncate(f->sfd, (off_t)fsize) < 0)
 		goto fail;
 	x = (struct oa_xfs_exchange_range){ .file1_fd = f->sfd, .file1_offset = lo,
 				  .file2_offset = lo, .length = hi - lo,

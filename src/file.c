@@ -545,7 +545,7 @@ static int read_committed(struct oa_file *f, char *p, uint64_t a, uint64_t b,
 
 ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 {
-	struct stat st;
+	uint64_t fsize;
 	uint64_t end, pos, sc, v;
 	char *p = buf;
 	ssize_t ret = -1;
@@ -569,9 +569,9 @@ again:
 	if (read_lock(f) < 0)
 		return -1;
 	bool unlocked = f->cfd < 0;
-	if (oa_xfstat(f->tfd, &st) < 0)
+	if (oa_xfsize(f->tfd, &fsize) < 0)
 		goto out;
-	sc = (uint64_t)st.st_size;
+	sc = fsize;
 	v = f->pending ? view_size(f, sc) : sc;
 	if ((uint64_t)off >= v || n == 0) {
 		ret = 0;
@@ -867,9 +867,9 @@ static void drop_extra_journals(struct oa_file *f)
  * journal that the next acquire recycles. */
 static void trim_journal(struct oa_file *f)
 {
-	struct stat js;
-	if (f->jfd < 0 || oa_xfstat(f->jfd, &js) < 0 ||
-	    (uint64_t)js.st_size <= OA_JRNL_INITIAL)
+	uint64_t jsize;
+	if (f->jfd < 0 || oa_xfsize(f->jfd, &jsize) < 0 ||
+	    jsize <= OA_JRNL_INITIAL)
 		return;
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return;

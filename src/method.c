@@ -289,7 +289,7 @@ static int dio_open(struct oa_file *f)
 int oa_commit_kernel(struct oa_file *f)
 {
 	struct oa_live l;
-	struct stat st;
+	uint64_t fsize;
 	struct iovec v = { f->st_buf, f->st_len };
 	ssize_t w;
 	int r = 1;
@@ -300,13 +300,13 @@ int oa_commit_kernel(struct oa_file *f)
 	}
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
-	if (oa_heal_locked(f, &l) < 0 || oa_xfstat(f->tfd, &st) < 0) {
+	if (oa_heal_locked(f, &l) < 0 || oa_xfsize(f->tfd, &fsize) < 0) {
 		r = -1;
 		goto out;
 	}
 	/* Growing the file is left to the journal: the write must replace
 	 * committed bytes only. */
-	if (f->st_off + f->st_len > (uint64_t)st.st_size)
+	if (f->st_off + f->st_len > fsize)
 		goto out;
 	/* No journal commit may be replayed over this write (top of file). */
 	if (l.last_seq > l.ckpt_seq && !MUTANT(20)) {

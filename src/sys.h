@@ -118,6 +118,9 @@ struct oa_wb {
 void oa_wb_note(struct oa_wb *w, int fd, uint64_t off, uint64_t len);
 int oa_xftruncate(int fd, off_t len);
 int oa_xfstat(int fd, struct stat *st);
+/* The size of FD's file in *SIZE, without asking for its timestamps (see
+ * sys.c): every size the library needs on a hot path comes from here. */
+int oa_xfsize(int fd, uint64_t *size);
 /* OFD byte-range lock of one byte at BYTE: TYPE F_RDLCK, F_WRLCK, F_UNLCK.
  * WAIT: block.  Returns 0, or -1 (EAGAIN when !WAIT and held elsewhere).
  * F_UNLCK always returns 0 and leaves errno as it was. */
