@@ -53,6 +53,11 @@ static int linux_writeback(int fd, off_t off, off_t len)
 	return sync_file_range(fd, off, len, SYNC_FILE_RANGE_WRITE);
 }
 
+static int linux_drop(int fd, off_t off, off_t len)
+{
+	return posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED);
+}
+
 const struct oa_sysops oa_sys_linux = {
 	.openat = linux_openat,
 	.close = close,
@@ -81,6 +86,7 @@ const struct oa_sysops oa_sys_linux = {
 	.mmap = mmap,
 	.munmap = munmap,
 	.writeback = linux_writeback,
+	.drop = linux_drop,
 };
 
 const struct oa_sysops *oa_sys = &oa_sys_linux;
@@ -283,6 +289,14 @@ void oa_xwriteback(int fd, uint64_t off, uint64_t len)
 	int e = errno;
 	if (oa_sys->writeback)
 		oa_sys->writeback(fd, (off_t)off, (off_t)len);
+	errno = e;
+}
+
+void oa_xdrop(int fd, uint64_t off, uint64_t len)
+{
+	int e = errno;
+	if (oa_sys->drop)
+		oa_sys->drop(fd, (off_t)off, (off_t)len);
 	errno = e;
 }
 

@@ -66,6 +66,10 @@ struct oa_sysops {
 	 * it makes nothing durable (the flushes do, and every invariant counts
 	 * only them): a simulator leaves it NULL and the library skips it. */
 	int (*writeback)(int fd, off_t off, off_t len);
+	/* Drop [off, off + len) of a file from the page cache where it is
+	 * clean: posix_fadvise(POSIX_FADV_DONTNEED).  A hint about memory only
+	 * (the bytes stay in the file); a simulator leaves it NULL. */
+	int (*drop)(int fd, off_t off, off_t len);
 };
 
 /* The table in use.  Never NULL. */
@@ -107,6 +111,8 @@ int oa_xfsync(int fd);
 int oa_xfdatasync(int fd);
 /* The writeback hint; errors ignored (it promises nothing). */
 void oa_xwriteback(int fd, uint64_t off, uint64_t len);
+/* The page-cache drop hint; errors ignored. */
+void oa_xdrop(int fd, uint64_t off, uint64_t len);
 /* Big writes in flight: oa_wb_note() records that [OFF, OFF + LEN) of FD was
  * written and, once OA_WB_CHUNK bytes have gathered, starts their writeback,
  * so that the disk works while the caller copies the next bytes and the
