@@ -953,6 +953,21 @@ static void describe_machine(void)
 	       "machine:", u.sysname, u.release, u.machine,
 	       sysconf(_SC_NPROCESSORS_ONLN), cpu,
 	       (double)si.totalram * si.mem_unit / (double)(1ULL << 30));
+	/* A guest that reports its free memory to the host (virtio-balloon
+	 * free page reporting) gets it back zeroed and slow: page cache freed
+	 * and allocated again a few seconds later costs host faults.  Seen
+	 * here to halve a run at random, so the header says whether it is on. */
+	f = fopen("/sys/module/page_reporting/parameters/page_reporting_order",
+		  "r");
+	if (f) {
+		int order = -1;
+		if (fscanf(f, "%d", &order) == 1)
+			hprintf("%-10s free page reporting to the host, blocks "
+				"of order %d (%d KiB)%s\n", "memory:", order,
+				order >= 0 && order < 20 ? 4 << order : 0,
+				order > 10 ? ": off in effect" : "");
+		fclose(f);
+	}
 	describe_fs("dir:", g_workdir, 0);
 	print_load("at the start");
 

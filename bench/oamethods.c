@@ -500,6 +500,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	printf("oamethods: dir %s, %d repetitions, medians\n", dir, reps);
+	{
+		/* As oabench: freed page cache comes back slow from a host
+		 * that took it (virtio-balloon free page reporting). */
+		FILE *pr = fopen("/sys/module/page_reporting/parameters/"
+				 "page_reporting_order", "r");
+		int order;
+		if (pr && fscanf(pr, "%d", &order) == 1)
+			printf("memory: free page reporting to the host, order "
+			       "%d%s\n", order,
+			       order > 10 ? " (off in effect)" : "");
+		if (pr)
+			fclose(pr);
+	}
 #define RUN(name) (!only || !strcmp(only, name))
 	if (RUN("large"))
 		large();

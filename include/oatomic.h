@@ -48,10 +48,12 @@ typedef struct oa_file oa_file;
 /*
  * Commit methods.  OA_METHOD_AUTO (0) lets the library pick, per file and per
  * transaction, the fastest method that is correct there: exchange for runs of
- * 64 KiB or more of whole blocks where XFS range exchange works, clone where
- * reflink works, the journal for the rest, and the kernel's untorn write for
- * a transaction that is one aligned power-of-two write within the file's
- * atomic write unit.  The others force one (for
+ * 256 KiB or more of whole blocks where XFS range exchange works, clone for
+ * writes of 1 MiB or more where reflink works, the journal for the rest, and
+ * the kernel's untorn write for a transaction that is one aligned
+ * power-of-two write no larger than the device writes untorn itself
+ * (atomic_write_unit_hw_max of oa_ioinfo).  Below those sizes the journal
+ * was measured to cost less.  The others force one (for
  * testing, or to compare); a forced method still sends what it cannot take
  * (say, a multi-write transaction under OA_METHOD_KERNEL) through the
  * journal.  Forcing a method the file system cannot do fails with EOPNOTSUPP
