@@ -324,6 +324,8 @@ int oa_xftruncate(int fd, off_t len)
 	return r;
 }
 
+#define OA_STATX_SIZE 0x200U   /* STATX_SIZE */
+
 int oa_xfstat(int fd, struct stat *st)
 {
 	return oa_sys->fstat(fd, st);
@@ -339,12 +341,17 @@ int oa_xfstat(int fd, struct stat *st)
  * (old kernel, seccomp) or does not give the size. */
 int oa_xfsize(int fd, uint64_t *size)
 {
-	struct statx sx;
+	/* The kernel's struct statx (256 bytes): stx_mask at 0, stx_size at
+	 * 0x28; our own layout, as glibc's may be missing (ioinfo.c). */
+	uint64_t sx[32] = { 0 };
+	uint32_t mask;
 	struct stat st;
 	if (oa_sys->statx) {
-		if (oa_sys->statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) == 0) {
-			if (sx.stx_mask & STATX_SIZE) {
-				*size = sx.stx_size;
+		if (oa_sys->statx(fd, "", AT_EMPTY_PATH, OA_STATX_SIZE, sx) == 0) {
+			memcpy(&mask, sx, sizeof(mask));
+			if (mask & OA_STATX_SIZE) {
+				memcpy(size, (unsigned char *)sx + 0x28,
+				       sizeof(*size));
 				return 0;
 			}
 		} else if (errno != ENOSYS && errno != EPERM) {
