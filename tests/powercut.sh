@@ -155,7 +155,7 @@ cut_remount() {
 		for p; do kill -STOP $p 2>/dev/null; done
 		rm -f "$snap"
 		cp --reflink=always "$img" "$snap" ||
-			{ echo "$fs: cut $i: cannot clone the image"; return 1; }
+			{ echo "$fs: $CUTNAME $i: cannot clone the image"; return 1; }
 	else
 		sd=$("$T" shutdown "$mnt" 2>&1)
 		case $? in
@@ -171,16 +171,16 @@ cut_remount() {
 	done
 	WPID=
 	for n in 1 2 3 4 5; do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
-	if mountpoint -q "$mnt"; then echo "$fs: cut $i: umount failed"; return 1; fi
+	if mountpoint -q "$mnt"; then echo "$fs: $CUTNAME $i: umount failed"; return 1; fi
 	MNT=
 	if [ -n "$snap" ]; then
 		# the cut's image replaces the one that ran on
 		losetup -d "$LOOP" 2>/dev/null
 		mv -f "$snap" "$img" || return 1
-		LOOP=$(losetup -f --show "$img" 2>&1) || { echo "$fs: cut $i: losetup: $LOOP"; LOOP=; return 1; }
+		LOOP=$(losetup -f --show "$img" 2>&1) || { echo "$fs: $CUTNAME $i: losetup: $LOOP"; LOOP=; return 1; }
 	fi
 	if ! mount "$LOOP" "$mnt"; then
-		echo "$fs: cut $i: mount after the cut failed (log replay)"
+		echo "$fs: $CUTNAME $i: mount after the cut failed (log replay)"
 		dmesg | tail -20
 		return 1
 	fi
@@ -196,26 +196,26 @@ recover_check() {
 	if [ -x "$tool" ]; then
 		out=$("$tool" check "$1" 2>&1)
 		if [ $? -ge 2 ]; then
-			echo "$fs: cut $i: VIOLATION: after a mere power cut, oatomic check says: $out"
+			echo "$fs: $CUTNAME $i: VIOLATION: after a mere power cut, oatomic check says: $out"
 			return 1
 		fi
 	fi
 	if ! out=$("$T" recover "$1" 2>&1); then
-		echo "$fs: cut $i: VIOLATION: recovery failed: $out (seed $fseed)"
+		echo "$fs: $CUTNAME $i: VIOLATION: recovery failed: $out (seed $fseed)"
 		return 1
 	fi
 	h1=$(sha256sum < "$1")
 	if ! out=$("${rec2[@]}" "$1" 2>&1); then
-		echo "$fs: cut $i: VIOLATION: second recovery (${rec2[0]##*/}) failed: $out"
+		echo "$fs: $CUTNAME $i: VIOLATION: second recovery (${rec2[0]##*/}) failed: $out"
 		return 1
 	fi
 	h2=$(sha256sum < "$1")
 	if [ "$h1" != "$h2" ]; then
-		echo "$fs: cut $i: VIOLATION: the second recovery changed the file $1 (seed $fseed)"
+		echo "$fs: $CUTNAME $i: VIOLATION: the second recovery changed the file $1 (seed $fseed)"
 		return 1
 	fi
 	if [ -x "$tool" ] && [ -z "$MUTANT" ] && ! out=$("$tool" check "$1" 2>&1); then
-		echo "$fs: cut $i: VIOLATION: after recovery, oatomic check is not clean: $out"
+		echo "$fs: $CUTNAME $i: VIOLATION: after recovery, oatomic check is not clean: $out"
 		return 1
 	fi
 	return 0
@@ -278,6 +278,7 @@ run_fs() {
 	: > "$log"
 	RANDOM=$fseed
 
+	CUTNAME=cut
 	for ((i = 1; i <= CUTS; i++)); do
 		s=$(span_of $i)
 		if [ "$s" != "$span" ]; then
@@ -325,6 +326,7 @@ run_fs() {
 	local pfile=$mnt/p pa=$W/$fs.pa pb=$W/$fs.pb sa=0 sb=0 pok=0 pinf=0
 	local pcommits=0 npair=$PAIRCUTS pid_a pid_b
 	[ -n "$MUTANT" ] && npair=0
+	CUTNAME='pair cut'
 	for ((i = 1; i <= npair && viol == 0; i++)); do
 		rm -f "$pa" "$pb"
 		"$T" pair-cut "$pfile" $fseed 0 "$pa" --start $sa >>"$log" 2>&1 &
