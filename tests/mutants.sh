@@ -11,8 +11,10 @@
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
 #                    "sim_explore sim_faults unit_recover conf_recover
-#                    torture powercut.sh": the power-loss simulator first,
-#                    it is the cheapest and stops at its first violation)
+#                    torture torture-pair powercut.sh": the power-loss
+#                    simulator first, it is the cheapest and stops at its
+#                    first violation; torture-pair is the kill torture with
+#                    two writers on one file and a live reader)
 #   MUTANT_SIM_STATES  crash states sim_explore may explore per mutant
 #                    (default 300000)
 set -u
@@ -78,7 +80,7 @@ xfs_torture() {
 # The crash tests, cheapest first; the first failure catches the mutant.
 run_tests() {
 	local b=$1 m=$2 t d
-	for t in ${tests_of[$m]:-} ${MUTANT_TESTS:-sim_explore sim_faults unit_recover conf_recover torture powercut.sh}; do
+	for t in ${tests_of[$m]:-} ${MUTANT_TESTS:-sim_explore sim_faults unit_recover conf_recover torture torture-pair powercut.sh}; do
 		d=$(mktemp -d "$work/t.XXXXXX")
 		case $t in
 		xfs-torture) xfs_torture "$b" "${method_of[$m]:-}" ;;
@@ -90,6 +92,9 @@ run_tests() {
 			timeout 600 "tests/$t" >"$d.log" 2>&1 ;;
 		torture) OA_TEST_DIR=$d TORTURE_KILLS=$KILLS \
 			timeout 600 "$b/tests/$t" kill --no-selftest >"$d.log" 2>&1 ;;
+		torture-pair) OA_TEST_DIR=$d \
+			timeout 600 "$b/tests/torture" pair --kills "$KILLS" \
+			--no-selftest >"$d.log" 2>&1 ;;
 		*) OA_TEST_DIR=$d timeout 600 "$b/tests/$t" >"$d.log" 2>&1 ;;
 		esac
 		local rc=$?
