@@ -384,9 +384,11 @@ static int copy_range(struct oa_file *f, int jfd, uint64_t off, uint64_t len,
 		size_t n = len < OA_BUF_BYTES ? (size_t)len : OA_BUF_BYTES;
 		if (oa_pread_full(jfd, f->buf, n, (off_t)joff) < 0)
 			return -1;
-		/* Beyond the ring the journal's pages, clean since the commit
-		 * flush, are not read again: give them back now, for the
-		 * file's pages the next line needs. */
+		/* Beyond the ring the journal's pages are not read again:
+		 * give them back now, for the file's pages the next line
+		 * needs.  A hint: after the commit flush they are clean and
+		 * go; a dirty one (recovery's) is only queued for writeback;
+		 * the ring's stay, as the next small commit rewrites them. */
 		if (joff >= OA_JRNL_INITIAL)
 			oa_xdrop(jfd, joff, n);
 		if (oa_pwrite_full(f->tfd, f->buf, n, (off_t)off) < 0)
