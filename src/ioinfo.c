@@ -7,7 +7,6 @@
  * O_TMPFILE files (nameless, gone when closed) and the answer is cached,
  * keyed by the file system's identity.  Every call goes through the seam.
  */
-#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,7 +20,7 @@
 
 #include "internal.h"
 
-/* ---- statx, as the kernel lays it out (include/uapi/linux/stat.h) ---- */
+/* ---- statx masks and RWF_ATOMIC newer than glibc (struct oa_statx: sys.h) ---- */
 
 #ifndef STATX_DIOALIGN
 #define STATX_DIOALIGN 0x00002000U
@@ -35,71 +34,9 @@
 #ifndef STATX_WRITE_ATOMIC
 #define STATX_WRITE_ATOMIC 0x00010000U
 #endif
-#ifndef AT_EMPTY_PATH
-#define AT_EMPTY_PATH 0x1000
-#endif
 #ifndef RWF_ATOMIC
 #define RWF_ATOMIC 0x00000040
 #endif
-
-/* glibc's struct statx predates the fields we need: our own copy. */
-struct oa_statx_ts {
-	int64_t tv_sec;
-	uint32_t tv_nsec;
-	int32_t reserved;
-};
-
-struct oa_statx {
-	uint32_t stx_mask;                       /* 0x00 */
-	uint32_t stx_blksize;
-	uint64_t stx_attributes;
-	uint32_t stx_nlink;                      /* 0x10 */
-	uint32_t stx_uid;
-	uint32_t stx_gid;
-	uint16_t stx_mode;
-	uint16_t spare0;
-	uint64_t stx_ino;                        /* 0x20 */
-	uint64_t stx_size;
-	uint64_t stx_blocks;
-	uint64_t stx_attributes_mask;
-	struct oa_statx_ts stx_atime;            /* 0x40 */
-	struct oa_statx_ts stx_btime;
-	struct oa_statx_ts stx_ctime;
-	struct oa_statx_ts stx_mtime;
-	uint32_t stx_rdev_major;                 /* 0x80 */
-	uint32_t stx_rdev_minor;
-	uint32_t stx_dev_major;
-	uint32_t stx_dev_minor;
-	uint64_t stx_mnt_id;                     /* 0x90 */
-	uint32_t stx_dio_mem_align;
-	uint32_t stx_dio_offset_align;
-	uint64_t stx_subvol;                     /* 0xa0 */
-	uint32_t stx_atomic_write_unit_min;
-	uint32_t stx_atomic_write_unit_max;
-	uint32_t stx_atomic_write_segments_max;  /* 0xb0 */
-	uint32_t stx_dio_read_offset_align;
-	uint32_t stx_atomic_write_unit_max_opt;
-	uint32_t spare2;
-	uint64_t spare3[8];                      /* 0xc0 */
-};                                               /* 0x100 */
-
-static_assert(sizeof(struct oa_statx_ts) == 16, "statx_timestamp");
-static_assert(offsetof(struct oa_statx, stx_mode) == 0x1c, "stx_mode");
-static_assert(offsetof(struct oa_statx, stx_atime) == 0x40, "stx_atime");
-static_assert(offsetof(struct oa_statx, stx_rdev_major) == 0x80, "stx_rdev");
-static_assert(offsetof(struct oa_statx, stx_mnt_id) == 0x90, "stx_mnt_id");
-static_assert(offsetof(struct oa_statx, stx_dio_mem_align) == 0x98,
-	      "stx_dio_mem_align");
-static_assert(offsetof(struct oa_statx, stx_dio_offset_align) == 0x9c,
-	      "stx_dio_offset_align");
-static_assert(offsetof(struct oa_statx, stx_subvol) == 0xa0, "stx_subvol");
-static_assert(offsetof(struct oa_statx, stx_atomic_write_unit_min) == 0xa8,
-	      "stx_atomic_write_unit_min");
-static_assert(offsetof(struct oa_statx, stx_atomic_write_unit_max) == 0xac,
-	      "stx_atomic_write_unit_max");
-static_assert(offsetof(struct oa_statx, stx_atomic_write_segments_max) == 0xb0,
-	      "stx_atomic_write_segments_max");
-static_assert(sizeof(struct oa_statx) == 0x100, "struct statx");
 
 /* ---- file system names ---- */
 
@@ -179,17 +116,6 @@ static int scratch_open(int dirfd, int extra)
 {
 	return oa_xopenat(dirfd, ".", O_TMPFILE | O_RDWR | O_EXCL | extra,
 			  0600);
-}
-
-/* A table installed by a test may leave out what it does not simulate. */
-static int oa_statx_fd(int fd, unsigned mask, struct oa_statx *sx)
-{
-	memset(sx, 0, sizeof(*sx));
-	if (!oa_sys->statx) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return oa_sys->statx(fd, "", AT_EMPTY_PATH, mask, sx);
 }
 
 /* Write BLK bytes of BUF at 0; 0 or -1 (errno). */
@@ -275,7 +201,7 @@ static void probe_rwf_atomic(int dirfd, uint32_t unit, uint32_t mem_align,
 			p->rwf_atomic = P_NO;  /* no O_TMPFILE or no O_DIRECT */
 		return;
 	}
-	if (oa_statx_fd(fd, STATX_DIOALIGN | STATX_WRITE_ATOMIC, &sx) == 0) {
+	if (oa_xstatx(fd, STATX_DIOALIGN | STATX_WRITE_ATOMIC, &sx) == 0) {
 		if (sx.stx_mask & STATX_WRITE_ATOMIC) {
 			p->awu_min = sx.stx_atomic_write_unit_min;
 			p->awu_max = sx.stx_atomic_write_unit_max;
@@ -474,7 +400,7 @@ int oa_caps_get(struct oa_file *f, struct oa_caps *c)
 
 	/* direct I/O alignment and atomic write units of the file */
 	memset(&key, 0, sizeof(key));
-	if (oa_statx_fd(f->tfd, STATX_DIOALIGN | STATX_WRITE_ATOMIC |
+	if (oa_xstatx(f->tfd, STATX_DIOALIGN | STATX_WRITE_ATOMIC |
 			STATX_MNT_ID | STATX_MNT_ID_UNIQUE, &sx) == 0) {
 		if (sx.stx_mask & STATX_DIOALIGN) {
 			c->dio_mem = sx.stx_dio_mem_align;

@@ -324,8 +324,6 @@ int oa_xftruncate(int fd, off_t len)
 	return r;
 }
 
-#define OA_STATX_SIZE 0x200U   /* STATX_SIZE */
-
 int oa_xfstat(int fd, struct stat *st)
 {
 	return oa_sys->fstat(fd, st);
@@ -339,24 +337,27 @@ int oa_xfstat(int fd, struct stat *st)
  * (measured 2026-12-04, /tmp/perf/jw5.c, interleaved blocks).  statx with
  * STATX_SIZE only leaves the mark alone.  fstat where statx is missing
  * (old kernel, seccomp) or does not give the size. */
+int oa_xstatx(int fd, unsigned mask, struct oa_statx *sx)
+{
+	memset(sx, 0, sizeof(*sx));
+	if (!oa_sys->statx) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return oa_sys->statx(fd, "", AT_EMPTY_PATH, mask, sx);
+}
+
 int oa_xfsize(int fd, uint64_t *size)
 {
-	/* The kernel's struct statx (256 bytes): stx_mask at 0, stx_size at
-	 * 0x28; our own layout, as glibc's may be missing (ioinfo.c). */
-	uint64_t sx[32] = { 0 };
-	uint32_t mask;
+	struct oa_statx sx;
 	struct stat st;
-	if (oa_sys->statx) {
-		if (oa_sys->statx(fd, "", AT_EMPTY_PATH, OA_STATX_SIZE, sx) == 0) {
-			memcpy(&mask, sx, sizeof(mask));
-			if (mask & OA_STATX_SIZE) {
-				memcpy(size, (unsigned char *)sx + 0x28,
-				       sizeof(*size));
-				return 0;
-			}
-		} else if (errno != ENOSYS && errno != EPERM) {
-			return -1;
+	if (oa_xstatx(fd, OA_STATX_SIZE, &sx) == 0) {
+		if (sx.stx_mask & OA_STATX_SIZE) {
+			*size = sx.stx_size;
+			return 0;
 		}
+	} else if (errno != ENOSYS && errno != EPERM) {
+		return -1;
 	}
 	if (oa_sys->fstat(fd, &st) < 0)
 		return -1;

@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -22,6 +23,71 @@
 #include <sys/uio.h>
 
 struct statfs;
+
+/* statx(2) as the kernel lays it out (include/uapi/linux/stat.h): glibc's
+ * struct statx predates the fields we need, so our own copy. */
+#define OA_STATX_SIZE 0x00000200U   /* STATX_SIZE */
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
+
+struct oa_statx_ts {
+	int64_t tv_sec;
+	uint32_t tv_nsec;
+	int32_t reserved;
+};
+
+struct oa_statx {
+	uint32_t stx_mask;                       /* 0x00 */
+	uint32_t stx_blksize;
+	uint64_t stx_attributes;
+	uint32_t stx_nlink;                      /* 0x10 */
+	uint32_t stx_uid;
+	uint32_t stx_gid;
+	uint16_t stx_mode;
+	uint16_t spare0;
+	uint64_t stx_ino;                        /* 0x20 */
+	uint64_t stx_size;
+	uint64_t stx_blocks;
+	uint64_t stx_attributes_mask;
+	struct oa_statx_ts stx_atime;            /* 0x40 */
+	struct oa_statx_ts stx_btime;
+	struct oa_statx_ts stx_ctime;
+	struct oa_statx_ts stx_mtime;
+	uint32_t stx_rdev_major;                 /* 0x80 */
+	uint32_t stx_rdev_minor;
+	uint32_t stx_dev_major;
+	uint32_t stx_dev_minor;
+	uint64_t stx_mnt_id;                     /* 0x90 */
+	uint32_t stx_dio_mem_align;
+	uint32_t stx_dio_offset_align;
+	uint64_t stx_subvol;                     /* 0xa0 */
+	uint32_t stx_atomic_write_unit_min;
+	uint32_t stx_atomic_write_unit_max;
+	uint32_t stx_atomic_write_segments_max;  /* 0xb0 */
+	uint32_t stx_dio_read_offset_align;
+	uint32_t stx_atomic_write_unit_max_opt;
+	uint32_t spare2;
+	uint64_t spare3[8];                      /* 0xc0 */
+};                                               /* 0x100 */
+
+_Static_assert(sizeof(struct oa_statx_ts) == 16, "statx_timestamp");
+_Static_assert(offsetof(struct oa_statx, stx_mode) == 0x1c, "stx_mode");
+_Static_assert(offsetof(struct oa_statx, stx_atime) == 0x40, "stx_atime");
+_Static_assert(offsetof(struct oa_statx, stx_rdev_major) == 0x80, "stx_rdev");
+_Static_assert(offsetof(struct oa_statx, stx_mnt_id) == 0x90, "stx_mnt_id");
+_Static_assert(offsetof(struct oa_statx, stx_dio_mem_align) == 0x98,
+	      "stx_dio_mem_align");
+_Static_assert(offsetof(struct oa_statx, stx_dio_offset_align) == 0x9c,
+	      "stx_dio_offset_align");
+_Static_assert(offsetof(struct oa_statx, stx_subvol) == 0xa0, "stx_subvol");
+_Static_assert(offsetof(struct oa_statx, stx_atomic_write_unit_min) == 0xa8,
+	      "stx_atomic_write_unit_min");
+_Static_assert(offsetof(struct oa_statx, stx_atomic_write_unit_max) == 0xac,
+	      "stx_atomic_write_unit_max");
+_Static_assert(offsetof(struct oa_statx, stx_atomic_write_segments_max) == 0xb0,
+	      "stx_atomic_write_segments_max");
+_Static_assert(sizeof(struct oa_statx) == 0x100, "struct statx");
 
 struct oa_sysops {
 	int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
@@ -124,6 +190,9 @@ struct oa_wb {
 void oa_wb_note(struct oa_wb *w, int fd, uint64_t off, uint64_t len);
 int oa_xftruncate(int fd, off_t len);
 int oa_xfstat(int fd, struct stat *st);
+/* statx(2) of FD itself through the seam into SX (zeroed first); ENOSYS
+ * where the table has none (a simulator may leave it out). */
+int oa_xstatx(int fd, unsigned mask, struct oa_statx *sx);
 /* The size of FD's file in *SIZE, without asking for its timestamps (see
  * sys.c): every size the library needs on a hot path comes from here. */
 int oa_xfsize(int fd, uint64_t *size);
