@@ -110,8 +110,8 @@ struct oa_ioinfo {
 	size_t size;
 	/* enum oa_method the handle uses for its commits (AUTO resolved:
 	 * exchange, clone or journal; single aligned writes may still go by the
-	 * kernel method, see rwf_atomic and atomic_write_unit_hw_max).  For a read-only handle: what a
-	 * writer would use. */
+	 * kernel method, see rwf_atomic and atomic_write_unit_hw_max).  For a
+	 * read-only handle: what a writer would use. */
 	int method;
 	/* File system: its statfs(2) f_type and a short name ("ext4", "xfs",
 	 * "btrfs", "tmpfs", ... or "0x%lx" for one we do not know). */

@@ -404,14 +404,14 @@ static int copy_range(struct oa_file *f, int jfd, uint64_t off, uint64_t len,
 int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	     const unsigned char *ops)
 {
-	uint64_t fsize;
+	uint64_t size;
 	int r = -1;
 
 	if (oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
 		return -1;
-	if (oa_xfsize(f->tfd, &fsize) < 0)
+	if (oa_xfsize(f->tfd, &size) < 0)
 		goto out;
-	if (ch->trunc_min != OA_NO_TRUNC && fsize > ch->trunc_min &&
+	if (ch->trunc_min != OA_NO_TRUNC && size > ch->trunc_min &&
 	    oa_xftruncate(f->tfd, (off_t)ch->trunc_min) < 0)
 		goto out;
 	for (uint64_t i = 0; i < ch->nops; i++) {
@@ -438,7 +438,6 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	}
 	/* Truncated to trunc_min (or not), then written up to the end of the
 	 * last op: the size is known without asking. */
-	uint64_t size = fsize;
 	if (ch->trunc_min != OA_NO_TRUNC && size > ch->trunc_min)
 		size = ch->trunc_min;
 	if (ch->nops) {

@@ -264,8 +264,7 @@ int oa_commit_exchange(struct oa_file *f)
 			done = b;
 	}
 	if (hi > fsize)
-		hi = fsize;   /* a partial last block: both files
-					      * end there */
+		hi = fsize;   /* a partial last block: both files end there */
 	if (lo >= hi)
 		goto out;
 	if (oa_xftruncate(f->sfd, (off_t)fsize) < 0)

@@ -545,7 +545,6 @@ static int read_committed(struct oa_file *f, char *p, uint64_t a, uint64_t b,
 
 ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 {
-	uint64_t fsize;
 	uint64_t end, pos, sc, v;
 	char *p = buf;
 	ssize_t ret = -1;
@@ -569,9 +568,8 @@ again:
 	if (read_lock(f) < 0)
 		return -1;
 	bool unlocked = f->cfd < 0;
-	if (oa_xfsize(f->tfd, &fsize) < 0)
+	if (oa_xfsize(f->tfd, &sc) < 0)
 		goto out;
-	sc = fsize;
 	v = f->pending ? view_size(f, sc) : sc;
 	if ((uint64_t)off >= v || n == 0) {
 		ret = 0;

@@ -161,16 +161,14 @@ static int check_commit(const struct oa_rec *r, const unsigned char *body,
 static int scan_journal(struct oa_file *f, struct scan *S, int ji)
 {
 	struct jrn *J = &S->j[ji];
-	uint64_t fsize;
 	struct drange *d = NULL;
 	size_t nd = 0, dcap = 0;
 	uint64_t cur_tx = 0, bstart = 0, blen = 0, size;
 	unsigned char *body = NULL;
 	int ret = -1;
 
-	if (oa_xfsize(J->fd, &fsize) < 0)
+	if (oa_xfsize(J->fd, &size) < 0)
 		return -1;
-	size = fsize;
 	for (uint64_t p = OA_DATA_START; p + OA_REC_HDR <= size;) {
 		struct oa_rec r;
 		if (p < bstart || p + OA_REC_HDR > bstart + blen) {

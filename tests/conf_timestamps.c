@@ -95,12 +95,11 @@ static void test_no_timestamp_queries(void)
 	static struct oa_sysops ops;
 	const char *path = tu_path("hot");
 	unsigned char b[1 << 16], r[1 << 16];
-	unsigned char sx[256];
+	struct oa_statx sx;
 	oa_file *f;
 
 	/* statx is how the library gets a size without timestamps. */
-	if (oa_sys_linux.statx(AT_FDCWD, "/", 0, 0x200U /* STATX_SIZE */,
-			       sx) < 0)
+	if (oa_sys_linux.statx(AT_FDCWD, "/", 0, OA_STATX_SIZE, &sx) < 0)
 		tu_skip("statx(2) not available (%s): the library falls back "
 			"to fstat", strerror(errno));
 
