@@ -34,6 +34,18 @@
  *      written and cleared after its apply; a committer or opener that finds
  *      it set while holding COMMIT knows the previous committer died, and
  *      replays.
+ *  I12 The journal never writes again a block that a clone may have shared
+ *      with the file: a generation that placed a record for cloning ends
+ *      by cutting the journal back to its ring (recycle), and the next
+ *      generation's records beyond the ring go to blocks allocated anew.
+ *      The file unshares a block (copy on write when its pages are written
+ *      back, a later clone over it) in the file system's log; until that
+ *      is durable the disk still maps the block into the file, and a write
+ *      the journal made in place, once the file system counted it the only
+ *      owner, would show in the file after a crash, holding bytes no
+ *      commit wrote (XFS; tests/powercut_shared.sh).  A cut cannot expose
+ *      a block of the file: a block freed is reused only once its freeing
+ *      is durable, and the truncation is ordered after the unsharing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -102,6 +114,7 @@ int oa_journal_reset(struct oa_file *f)
 	f->tx_id = 1;
 	f->tx_start = f->pos;
 	f->rec_open = false;
+	f->jplaced = false;
 	return 0;
 }
 
@@ -114,8 +127,9 @@ static uint64_t live_jmax(const struct oa_live *l, int k)
  * Start this handle's journal over.  I6: every commit it holds must be
  * checkpointed first, so checkpoint when the live area says it holds one
  * newer than the checkpoint.  Then a new generation; and a journal grown
- * beyond KEEP bytes is cut back to its initial size.  Caller holds COMMIT
- * and has healed (the live area is current).
+ * beyond KEEP bytes, or one whose generation placed records for cloning
+ * (I12), is cut back to its initial size.  Caller holds COMMIT and has
+ * healed (the live area is current).
  */
 int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 {
@@ -127,9 +141,15 @@ int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 	if (live_jmax(&l, f->jidx) > l.ckpt_seq && !MUTANT(21) &&
 	    oa_checkpoint_locked(f) < 0)
 		return -1;
+	/* I12: a generation that placed records for cloning leaves none of
+	 * its blocks to the next.  Everything in it is checkpointed (I6), so
+	 * the cut loses nothing; if it fails, no new generation starts. */
+	bool placed = f->jplaced && !MUTANT(24);
+	if (placed && oa_xftruncate(f->jfd, OA_JRNL_INITIAL) < 0)
+		return -1;
 	if (oa_journal_reset(f) < 0)
 		return -1;
-	if (oa_xfsize(f->jfd, &jsize) == 0 && jsize > keep)
+	if (!placed && oa_xfsize(f->jfd, &jsize) == 0 && jsize > keep)
 		oa_xftruncate(f->jfd, OA_JRNL_INITIAL);
 	return 0;
 }
@@ -282,6 +302,7 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 		f->rec_pad = 0;
 		f->rec_big = big;
 		if (big) {
+			f->jplaced = true;
 			/* Beyond the ring (the ring is never shared with the
 			 * file), payload congruent to OFF modulo the block. */
 			uint64_t bs = f->blk;

@@ -79,6 +79,8 @@ struct oa_file {
 	/* open data record: sequential writes extend it */
 	bool rec_open;
 	bool rec_big;       /* placed for cloning (pad, beyond the ring) */
+	bool jplaced;       /* this generation placed one: recycling cuts the
+			     * journal back to its ring (I12) */
 	uint32_t rec_pad;
 	uint64_t rec_lsn, rec_len, rec_next_off;
 	/* writeback started behind big writes (sys.h): journal, file, shadow */
@@ -299,6 +301,8 @@ uint64_t oa_random64(void);
  *  23  a journal found by name is used without flushing its directory (I8)
  *  21  recycle a journal (new generation; clone records cut off) before the
  *      checkpoint covers its commits (I6)
+ *  24  clone method: keep the journal's blocks beyond the ring for the next
+ *      generation, though the file may still map them on disk (I12)
  */
 #ifndef OA_MUTANT
 #define OA_MUTANT 0

@@ -60,6 +60,11 @@
  *   torture mutant good|torn|lost FILE SEED [writer options]
  *   torture recover FILE...                          oa_recover each
  *   torture shutdown MOUNTPOINT                      FS_IOC_SHUTDOWN, NOLOGFLUSH
+ *   torture shared-cut FILE EXPECT MOUNTPOINT        the cut of a block the
+ *       file shares with the journal (tests/powercut_shared.sh): commit a
+ *       1 MiB write, commit small writes inside it, write the file's pages
+ *       back, write 1 MiB more without committing and write the journal's
+ *       pages back, put the committed state in EXPECT, cut (no close)
  *   torture model-init MODEL SEED [SPAN]             the model of state 0
  *   torture verify FILE SEED ACKFILE MODEL           check FILE, advance MODEL
  *                                                    (the model has the span)
@@ -74,6 +79,7 @@
  *
  * SPDX-License-Identifier: MIT
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -2553,6 +2559,106 @@ static int cmd_shutdown(const char *mnt)
 	return 0;
 }
 
+/*
+ * The power cut of tests/powercut_shared.sh, one fixed sequence.  A commit
+ * of 1 MiB (cloned from the journal under the clone method: the file and
+ * the journal share its blocks); small commits inside it, applied in place,
+ * so the file's pages copy on write; those pages written back, as the
+ * kernel's background writeback may do at any time: the file system now
+ * holds the file's new blocks, but the change of mapping is in its log's
+ * memory only.  Then 1 MiB of an uncommitted transaction into the journal,
+ * written back, and the cut.  If the journal wrote over a block the file
+ * still maps on disk, the file shows bytes of a transaction that never
+ * committed after recovery.
+ */
+#define SHARED_SZ (1u << 20)
+#define SHARED_GAP 200000u
+
+static void sync_back(int fd)
+{
+	sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE |
+			SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+}
+
+static int cmd_shared_cut(const char *file, const char *expect, const char *mnt)
+{
+	unsigned char *a = malloc(SHARED_SZ), *x = malloc(SHARED_SZ),
+		      *k = malloc(SHARED_SZ);
+	if (!a || !x || !k)
+		die_errno(1, "malloc", NULL);
+	for (uint32_t i = 0; i < SHARED_SZ; i++) {
+		a[i] = (unsigned char)('a' + (i >> 12) % 26);
+		k[i] = (unsigned char)('A' + (i >> 12) % 26);
+		x[i] = (unsigned char)('X' ^ (i >> 12));
+	}
+	oa_file *f = oa_open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (!f)
+		die_errno(1, "oa_open", file);
+	if (oa_pwrite(f, a, SHARED_SZ, 0) != SHARED_SZ || oa_commit(f) < 0)
+		die_errno(2, "first commit", file);
+	/* All of it again but for SHARED_GAP bytes: the file's pages all copy
+	 * on write, so no block of the journal stays shared (XFS copies on
+	 * write around a shared block, cowextsize, so a partly shared range
+	 * of the journal would be written out of place anyway); what recovery
+	 * replays cannot hide the gap.  32 KiB writes from the end down: each
+	 * its own small record, copied in place by the apply. */
+	for (uint32_t c = SHARED_SZ / 32768; c-- > 0;) {
+		uint32_t lo = c * 32768, hi = lo + 32768;
+		uint32_t cut[2][2] = { { lo, hi }, { 0, 0 } };
+		if (lo <= SHARED_GAP && SHARED_GAP < hi) {
+			cut[0][0] = SHARED_GAP + 100;
+			cut[1][0] = lo;
+			cut[1][1] = SHARED_GAP;
+		}
+		for (int j = 0; j < 2 && cut[j][1]; j++) {
+			uint32_t o = cut[j][0], n = cut[j][1] - o;
+			if (oa_pwrite(f, k + o, n, o) != (ssize_t)n)
+				die_errno(2, "oa_pwrite", file);
+			memcpy(a + o, k + o, n);
+		}
+	}
+	if (oa_commit(f) < 0)
+		die_errno(2, "second commit", file);
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die_errno(1, "open", file);
+	sync_back(fd);
+	close(fd);
+	if (oa_pwrite(f, x, SHARED_SZ, 0) != SHARED_SZ)
+		die_errno(2, "uncommitted write", file);
+	/* the journals: .NAME.oaj-K beside FILE */
+	char dir[PATH_MAX], pre[NAME_MAX + 8];
+	const char *slash = strrchr(file, '/');
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - file) : 1,
+		 slash ? file : ".");
+	snprintf(pre, sizeof(pre), ".%s.oaj-", slash ? slash + 1 : file);
+	DIR *d = opendir(dir);
+	if (!d)
+		die_errno(1, "opendir", dir);
+	int nj = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (strncmp(e->d_name, pre, strlen(pre)))
+			continue;
+		fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			die_errno(1, "open", e->d_name);
+		sync_back(fd);
+		close(fd);
+		nj++;
+	}
+	closedir(d);
+	if (!nj)
+		die_errno(1, "no journal beside", file);
+	fd = open(expect, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write_all(fd, a, SHARED_SZ) < 0 || fsync(fd) < 0)
+		die_errno(1, "write", expect);
+	close(fd);
+	int r = cmd_shutdown(mnt);
+	if (r == 0)
+		_exit(0);   /* a power cut: the handle is never closed */
+	return r;
+}
+
 static int cmd_recover(int argc, char **argv, int i)
 {
 	int rc = 0;
@@ -2585,6 +2691,7 @@ static int usage(void)
 		"       torture pair-verify FILE SEED STARTA STARTB ACKA ACKB\n"
 		"       torture recover FILE...\n"
 		"       torture shutdown MOUNTPOINT\n"
+		"       torture shared-cut FILE EXPECT MOUNTPOINT\n"
 		"       torture model-init MODEL SEED [SPAN]\n"
 		"       torture verify FILE SEED ACKFILE MODEL\n"
 		"       torture state FILE SEED K [SPAN]\n");
@@ -2664,6 +2771,8 @@ int main(int argc, char **argv)
 		return cmd_recover(argc, argv, 2);
 	if (!strcmp(m, "shutdown") && argc == 3)
 		return cmd_shutdown(argv[2]);
+	if (!strcmp(m, "shared-cut") && argc == 5)
+		return cmd_shared_cut(argv[2], argv[3], argv[4]);
 	if (!strcmp(m, "model-init") && (argc == 4 || argc == 5))
 		return cmd_model_init(argv[2], parse_u64(argv[3], "seed"),
 				      argc == 5 ? parse_span(argv[4]) : TORT_SPAN);
