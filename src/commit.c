@@ -685,9 +685,9 @@ int oa_commit_journal(struct oa_file *f)
 	 * journal checkpoints; a failure there latches (I9).  A journal a big
 	 * transaction grew keeps its size while the handle is open (up to
 	 * OA_JRNL_RETAIN): the next big transaction overwrites blocks and
-	 * page cache that exist (clone method: blocks shared with the file,
-	 * rewritten out of place) instead of allocating them again; closing
-	 * the handle cuts it back. */
+	 * page cache that exist instead of allocating them again; closing
+	 * the handle cuts it back.  A generation that placed records for
+	 * cloning is cut back here already (I12). */
 	if (f->pos > OA_JRNL_CKPT &&
 	    oa_journal_recycle_locked(f, OA_JRNL_RETAIN) < 0) {
 		f->latched = true;

@@ -55,11 +55,11 @@
  * when the tail passes OA_JRNL_CKPT.  A journal a big transaction grew keeps
  * its size, up to OA_JRNL_RETAIN, while the handle is open, as SQLite keeps
  * its WAL: the next big transaction overwrites blocks and page cache that
- * exist (under the clone method blocks shared with the file, which cost no
- * space until the file's range is written again) instead of allocating them
- * anew, and this one does not truncate.  Beyond OA_JRNL_RETAIN it is cut
- * back after its checkpoint; closing the handle, and a handle taking the
- * journal over, cut it back to OA_JRNL_INITIAL. */
+ * exist instead of allocating them anew, and this one does not truncate.
+ * Beyond OA_JRNL_RETAIN it is cut back after its checkpoint; closing the
+ * handle, and a handle taking the journal over, cut it back to
+ * OA_JRNL_INITIAL.  Not under the clone method: a generation that placed a
+ * record for cloning is always cut back (I12, commit.c). */
 #define OA_JRNL_INITIAL   (4u << 20)
 #define OA_JRNL_CKPT      (3u << 20)
 #define OA_JRNL_RETAIN    (1ull << 30)

@@ -24,8 +24,10 @@
  *           (they are metadata of the file).  Placed records lie beyond
  *           the ring and only they are cloned (oa_clone_span), so the ring
  *           is never shared and a small commit never copies on write; the
- *           shared blocks beyond it are kept while the handle is open and
- *           dropped when closing cuts the journal back.
+ *           shared blocks beyond it are never written again by the
+ *           journal: the generation's recycle cuts them off (I12), since
+ *           the disk may map them into the file until the file system's
+ *           log is flushed.
  *  kernel   a transaction that is one aligned power-of-two write within
  *           the file's atomic write unit is held in memory (one bounded
  *           buffer per handle, not per byte written) and goes down at commit

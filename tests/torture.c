@@ -60,11 +60,12 @@
  *   torture mutant good|torn|lost FILE SEED [writer options]
  *   torture recover FILE...                          oa_recover each
  *   torture shutdown MOUNTPOINT                      FS_IOC_SHUTDOWN, NOLOGFLUSH
- *   torture shared-cut FILE EXPECT MOUNTPOINT        the cut of a block the
+ *   torture shared-cut FILE EXPECT MOUNTPOINT        the cut of blocks the
  *       file shares with the journal (tests/powercut_shared.sh): commit a
- *       1 MiB write, commit small writes inside it, write the file's pages
- *       back, write 1 MiB more without committing and write the journal's
- *       pages back, put the committed state in EXPECT, cut (no close)
+ *       1 MiB write, commit nearly all of it again in small writes, write
+ *       the file's pages back, write 1 MiB more without committing and
+ *       write the journal's pages back, put the committed state in EXPECT,
+ *       cut (no close)
  *   torture model-init MODEL SEED [SPAN]             the model of state 0
  *   torture verify FILE SEED ACKFILE MODEL           check FILE, advance MODEL
  *                                                    (the model has the span)
@@ -2562,8 +2563,8 @@ static int cmd_shutdown(const char *mnt)
 /*
  * The power cut of tests/powercut_shared.sh, one fixed sequence.  A commit
  * of 1 MiB (cloned from the journal under the clone method: the file and
- * the journal share its blocks); small commits inside it, applied in place,
- * so the file's pages copy on write; those pages written back, as the
+ * the journal share its blocks); a commit of small writes over it, applied
+ * in place, so the file's pages copy on write; those pages written back, as the
  * kernel's background writeback may do at any time: the file system now
  * holds the file's new blocks, but the change of mapping is in its log's
  * memory only.  Then 1 MiB of an uncommitted transaction into the journal,

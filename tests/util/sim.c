@@ -62,7 +62,9 @@
  * Simplifications: RWF_DSYNC and an exchange's DSYNC flag flush the whole
  * file's log (as fdatasync) rather than only that range; timestamps are not
  * kept; permissions are not checked; fallocate reserves nothing (ENOSPC
- * comes only from fault injection).
+ * comes only from fault injection).  A clone copies the bytes: no block is
+ * shared between files, so what a reflink file system's log does with
+ * sharing (docs/FORMAT.md, I12) is for tests/powercut_shared.sh.
  *
  * SPDX-License-Identifier: MIT
  */
