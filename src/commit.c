@@ -126,10 +126,10 @@ static uint64_t live_jmax(const struct oa_live *l, int k)
 /*
  * Start this handle's journal over.  I6: every commit it holds must be
  * checkpointed first, so checkpoint when the live area says it holds one
- * newer than the checkpoint.  Then a new generation; and a journal grown
- * beyond KEEP bytes, or one whose generation placed records for cloning
- * (I12), is cut back to its initial size.  Caller holds COMMIT and has
- * healed (the live area is current).
+ * newer than the checkpoint.  A journal grown beyond KEEP bytes, or one
+ * whose generation placed records for cloning (I12), is cut back to its
+ * initial size; then a new generation.  Caller holds COMMIT and has healed
+ * (the live area is current).
  */
 int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 {
@@ -142,16 +142,21 @@ int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 	    oa_checkpoint_locked(f) < 0)
 		return -1;
 	/* I12: a generation that placed records for cloning leaves none of
-	 * its blocks to the next.  Everything in it is checkpointed (I6), so
-	 * the cut loses nothing; if it fails, no new generation starts. */
-	bool placed = f->jplaced && !MUTANT(24);
-	if (placed && oa_xftruncate(f->jfd, OA_JRNL_INITIAL) < 0)
+	 * its blocks to the next, nor does a journal taken over (KEEP is then
+	 * the initial size), whose last owner may have placed some.  All its
+	 * commits are checkpointed (I6), so the cut loses nothing; where it
+	 * is needed and fails, no new generation starts. */
+	if (f->jplaced && !MUTANT(24))
+		keep = OA_JRNL_INITIAL;
+	if (oa_xfsize(f->jfd, &jsize) < 0) {
+		if (keep == OA_JRNL_INITIAL)
+			return -1;
+		jsize = 0;
+	}
+	if (jsize > keep && oa_xftruncate(f->jfd, OA_JRNL_INITIAL) < 0 &&
+	    keep == OA_JRNL_INITIAL)
 		return -1;
-	if (oa_journal_reset(f) < 0)
-		return -1;
-	if (!placed && oa_xfsize(f->jfd, &jsize) == 0 && jsize > keep)
-		oa_xftruncate(f->jfd, OA_JRNL_INITIAL);
-	return 0;
+	return oa_journal_reset(f);
 }
 
 static int name_durable(struct oa_file *f, int k, bool fresh)
