@@ -142,11 +142,12 @@ int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 	    oa_checkpoint_locked(f) < 0)
 		return -1;
 	/* I12: a generation that placed records for cloning leaves none of
-	 * its blocks to the next, nor does a journal taken over (KEEP is then
-	 * the initial size), whose last owner may have placed some.  All its
+	 * its blocks to the next (unless the file system never writes them in
+	 * place: Btrfs), nor does a journal taken over (KEEP is then the
+	 * initial size), whose last owner may have placed some.  All its
 	 * commits are checkpointed (I6), so the cut loses nothing; where it
 	 * is needed and fails, no new generation starts. */
-	if (f->jplaced && !MUTANT(24))
+	if (f->jplaced && !f->jcow && !MUTANT(24))
 		keep = OA_JRNL_INITIAL;
 	if (oa_xfsize(f->jfd, &jsize) < 0) {
 		if (keep == OA_JRNL_INITIAL)
@@ -220,6 +221,7 @@ int oa_journal_acquire(struct oa_file *f)
 			return -1;
 		}
 		f->jfd = fd;
+		f->jcow = oa_journal_cow(f, fd);
 		f->jidx = k;
 		r = oa_slots_read(fd, OA_JNL_MAGIC, &s);
 		f->jslot_seq = r == 0 ? s.slot_seq : 0;

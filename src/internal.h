@@ -80,7 +80,9 @@ struct oa_file {
 	bool rec_open;
 	bool rec_big;       /* placed for cloning (pad, beyond the ring) */
 	bool jplaced;       /* this generation placed one: recycling cuts the
-			     * journal back to its ring (I12) */
+			     * journal back to its ring (I12) ... */
+	bool jcow;          /* ... unless the journal's data is never
+			     * overwritten in place (oa_journal_cow) */
 	uint32_t rec_pad;
 	uint64_t rec_lsn, rec_len, rec_next_off;
 	/* writeback started behind big writes (sys.h): journal, file, shadow */
@@ -93,6 +95,7 @@ struct oa_file {
 	bool may_exchange;  /* big block runs go to the shadow, XFS exchange */
 	bool xchg_all;      /* forced: every whole block goes to the shadow */
 	uint32_t clone_min; /* smallest data record placed for cloning */
+	bool fs_cow;        /* Btrfs: datacow files never overwrite in place */
 	int sfd;            /* exchange: shadow (O_TMPFILE), or -1 */
 	bool shadowed;      /* the transaction has bytes in the shadow */
 	bool shadow_dirty;  /* the shadow holds blocks (emptied after use) */
@@ -208,6 +211,9 @@ bool oa_clone_span(const struct oa_file *f, uint64_t off, uint64_t len,
 		   uint64_t joff, uint64_t *a, uint64_t *b);
 /* Clone [A, B) of the file from JOFF of JFD.  0; 1 cloning does not work
  * here (the caller copies; the handle stops trying); -1 error. */
+/* Is JFD's data always written out of place (Btrfs, not nodatacow)?  Then
+ * the journal cannot write over a block the file still maps (I12). */
+bool oa_journal_cow(const struct oa_file *f, int jfd);
 int oa_clone_in(struct oa_file *f, int jfd, uint64_t a, uint64_t b,
 		uint64_t joff);
 /* Kernel method: is this write (into an empty transaction) one to stage? */

@@ -54,6 +54,8 @@
 
 #include "internal.h"
 
+#define OA_BTRFS_MAGIC 0x9123683EUL
+
 #ifndef RWF_ATOMIC
 #define RWF_ATOMIC 0x00000040
 #endif
@@ -115,6 +117,7 @@ int oa_method_resolve(struct oa_file *f)
 	if (m == OA_METHOD_AUTO)
 		m = env_method();
 	f->may_clone = f->may_kernel = f->may_exchange = f->xchg_all = false;
+	f->fs_cow = false;
 	f->clone_min = OA_CLONE_MIN;
 	f->method = OA_METHOD_JOURNAL;
 	if (m == OA_METHOD_JOURNAL)
@@ -126,6 +129,7 @@ int oa_method_resolve(struct oa_file *f)
 	}
 	f->blk = pow2(c.blk) && c.blk >= 512 && c.blk <= OA_PAD_MAX / 2
 		 ? c.blk : 0;
+	f->fs_cow = c.fs_magic == OA_BTRFS_MAGIC;
 	f->awu_min = c.awu_min;
 	f->awu_max = c.awu_max;
 	switch (m) {
@@ -197,6 +201,19 @@ bool oa_clone_span(const struct oa_file *f, uint64_t off, uint64_t len,
 	/* Placed records only (beyond the ring, which is never shared):
 	 * whoever applies, a record a writer placed is cloned. */
 	return joff >= OA_JRNL_INITIAL && *b > *a && *b - *a >= OA_CLONE_MIN;
+}
+
+/* Btrfs writes every block of a datacow file out of place and reuses a
+ * freed extent only after the transaction that freed it has committed, so
+ * no write of the journal can reach a block the file maps on disk; a
+ * nodatacow file (chattr +C) may be overwritten in place once unshared.
+ * Unknown (the flags cannot be read, any other file system): no. */
+bool oa_journal_cow(const struct oa_file *f, int jfd)
+{
+	int flags = 0;
+	if (!f->fs_cow || oa_xioctl(jfd, FS_IOC_GETFLAGS, &flags) < 0)
+		return false;
+	return !(flags & FS_NOCOW_FL);
 }
 
 int oa_clone_in(struct oa_file *f, int jfd, uint64_t a, uint64_t b,
