@@ -46,6 +46,8 @@
  *      commit wrote (XFS; tests/powercut_shared.sh).  A cut cannot expose
  *      a block of the file: a block freed is reused only once its freeing
  *      is durable, and the truncation is ordered after the unsharing.
+ *      Not needed where the journal's blocks are never written in place
+ *      (Btrfs, datacow: oa_journal_cow), which keeps them.
  */
 #include <errno.h>
 #include <fcntl.h>

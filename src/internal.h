@@ -209,11 +209,11 @@ int oa_method_of(const struct oa_file *f, const struct oa_caps *c);
  * journal: whole blocks [*A, *B) that may be cloned.  False: copy it all. */
 bool oa_clone_span(const struct oa_file *f, uint64_t off, uint64_t len,
 		   uint64_t joff, uint64_t *a, uint64_t *b);
-/* Clone [A, B) of the file from JOFF of JFD.  0; 1 cloning does not work
- * here (the caller copies; the handle stops trying); -1 error. */
 /* Is JFD's data always written out of place (Btrfs, not nodatacow)?  Then
  * the journal cannot write over a block the file still maps (I12). */
 bool oa_journal_cow(const struct oa_file *f, int jfd);
+/* Clone [A, B) of the file from JOFF of JFD.  0; 1 cloning does not work
+ * here (the caller copies; the handle stops trying); -1 error. */
 int oa_clone_in(struct oa_file *f, int jfd, uint64_t a, uint64_t b,
 		uint64_t joff);
 /* Kernel method: is this write (into an empty transaction) one to stage? */

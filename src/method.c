@@ -27,7 +27,8 @@
  *           shared blocks beyond it are never written again by the
  *           journal: the generation's recycle cuts them off (I12), since
  *           the disk may map them into the file until the file system's
- *           log is flushed.
+ *           log is flushed (Btrfs, which never writes them in place, keeps
+ *           them).
  *  kernel   a transaction that is one aligned power-of-two write within
  *           the file's atomic write unit is held in memory (one bounded
  *           buffer per handle, not per byte written) and goes down at commit
