@@ -861,8 +861,8 @@ static void drop_extra_journals(struct oa_file *f)
 /* Closing a handle whose journal grew (a big transaction's bytes):
  * checkpoint, start a new generation and cut the journal back to its ring,
  * so that the space comes back now and a later recovery does not read
- * through it.  Best effort: a failure leaves a
- * journal that the next acquire recycles. */
+ * through it.  Best effort: a failure leaves a journal that the next
+ * acquire recycles. */
 static void trim_journal(struct oa_file *f)
 {
 	uint64_t jsize;

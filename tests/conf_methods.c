@@ -187,8 +187,8 @@ static void costs(const char *path, int m, const char *name,
 	CHECK_FILE(path, model, FSIZE, FSIZE);
 	if (m == OA_METHOD_CLONE) {
 		/* I12: the blocks the clone shared are cut off the journal,
-		 * but where the file system never writes them in place
-		 * (Btrfs), where the journal keeps them for the next one. */
+		 * except on Btrfs, which never writes them in place: there
+		 * the journal keeps them for the next big transaction. */
 		struct stat js;
 		bool btrfs = !strcmp(io->fs_name, "btrfs");
 		CHECK_OK(stat(tu_journal_path(path, 0), &js));

@@ -52,15 +52,8 @@ T=$build/tests/torture
 tool=$build/oatomic
 . "$here/util/fs.sh"
 
-skip() { echo "SKIP: $*"; exit 77; }
-
-[ "$(id -u)" = 0 ] || skip "needs root (mount, losetup)"
+need_loop_mounts
 [ -x "$T" ] || { echo "powercut: $T not built"; exit 1; }
-for c in losetup mount umount; do
-	command -v $c >/dev/null || skip "no $c"
-done
-[ -e /dev/loop-control ] || modprobe loop 2>/dev/null
-[ -e /dev/loop-control ] || skip "no loop devices (/dev/loop-control)"
 
 # The sanitizer pass (BUILD=*asan*) is there for memory errors, which a few
 # cuts per file system exercise as well as many: 30 there, 100 otherwise.

@@ -5,8 +5,8 @@
 #
 # `torture shared-cut` (tests/torture.c) commits 1 MiB (the clone method
 # clones it from the journal: the file and the journal share its blocks),
-# commits small writes inside it (applied in place: the file's pages copy on
-# write), has the file's pages written back (as the kernel's own writeback
+# commits nearly all of it again in 32 KiB writes (journal records, applied
+# in place: the file's pages copy on write), has the file's pages written back (as the kernel's own writeback
 # may at any moment: the file now maps new blocks, in the memory of the file
 # system's log only), writes 1 MiB of a transaction it never commits and has
 # the journal's pages written back, then cuts with FS_IOC_SHUTDOWN
@@ -30,13 +30,8 @@ ROUNDS=${POWERCUT_SHARED_ROUNDS:-3}
 . "$here/util/fs.sh"
 
 skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (mount, losetup)"
+need_loop_mounts mkfs.xfs
 [ -x "$T" ] || { echo "powercut_shared: $T not built"; exit 1; }
-for c in losetup mount umount mkfs.xfs; do
-	command -v $c >/dev/null || skip "no $c"
-done
-[ -e /dev/loop-control ] || modprobe loop 2>/dev/null
-[ -e /dev/loop-control ] || skip "no loop devices (/dev/loop-control)"
 
 img=$work/xfs.img mnt=$work/mnt LOOP=
 cleanup() {

@@ -2648,8 +2648,10 @@ static int cmd_shared_cut(const char *file, const char *expect, const char *mnt)
 		nj++;
 	}
 	closedir(d);
-	if (!nj)
+	if (!nj) {
+		errno = ENOENT;
 		die_errno(1, "no journal beside", file);
+	}
 	fd = open(expect, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0 || write_all(fd, a, SHARED_SZ) < 0 || fsync(fd) < 0)
 		die_errno(1, "write", expect);

@@ -24,3 +24,16 @@ mount_xfs() {
 	echo "NOTE: $2: no exchange-range support in this kernel; plain XFS"
 	mkfs.xfs -q -f "$2" >/dev/null 2>&1 && mount "$1" "$3"
 }
+
+# need_loop_mounts [CMD...]: skip the test (SKIP line, exit 77) unless it
+# runs as root with loop devices and losetup, mount, umount and each CMD.
+need_loop_mounts() {
+	local c
+	[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (mount, losetup)"; exit 77; }
+	for c in losetup mount umount "$@"; do
+		command -v "$c" >/dev/null || { echo "SKIP: no $c"; exit 77; }
+	done
+	[ -e /dev/loop-control ] || modprobe loop 2>/dev/null
+	[ -e /dev/loop-control ] ||
+		{ echo "SKIP: no loop devices (/dev/loop-control)"; exit 77; }
+}
