@@ -198,6 +198,7 @@ static int identify(struct oa_file *f)
 		return -1;
 	}
 	f->ino = st.st_ino;
+	f->dev = st.st_dev;
 	f->uid = st.st_uid;
 	f->gid = st.st_gid;
 	f->mode = st.st_mode & 07777;
@@ -215,12 +216,11 @@ static int identify(struct oa_file *f)
 	return 0;
 }
 
-static int set_prefix(struct oa_file *f, const char *base, bool own_dir)
+/* Names in a journal directory: ".NAME.<ino>" (many files share it). */
+static int set_prefix(struct oa_file *f, const char *base)
 {
-	int r = own_dir ? asprintf(&f->prefix, ".%s.%llx", base,
-				   (unsigned long long)f->ino)
-			: asprintf(&f->prefix, ".%s", base);
-	if (r < 0) {
+	if (asprintf(&f->prefix, ".%s.%llx", base,
+		     (unsigned long long)f->ino) < 0) {
 		f->prefix = NULL;
 		errno = ENOMEM;
 		return -1;
@@ -354,15 +354,15 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 			goto fail;
 	}
 	if (f->opt.journal_dir) {
+		/* The caller names the directory every time; the names there
+		 * carry the inode number. */
 		f->dfd = oa_xopenat(dirfd, f->opt.journal_dir,
 				    O_RDONLY | O_DIRECTORY, 0);
-		if (f->dfd < 0)
+		if (f->dfd < 0 || set_prefix(f, base) < 0)
 			goto fail;
-	} else {
-		f->dfd = f->tdirfd;
-	}
-	if (set_prefix(f, base, f->opt.journal_dir != NULL) < 0)
+	} else if (oa_home_find(f, base, purpose == P_WORK && f->tfd_rw) < 0) {
 		goto fail;
+	}
 	f->opt.journal_dir = NULL;   /* not ours to keep */
 	free(base);
 	base = NULL;

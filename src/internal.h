@@ -3,7 +3,7 @@
  *
  * Layers: sys.c (the seam) < format.h/journal.c (records, slots) <
  * control.c (control file, locks, live area) < recover.c (walk, replay,
- * check) < commit.c (the journal method's commit protocol, checkpoint) <
+ * check) < home.c (where the control file and journals live) < commit.c (the journal method's commit protocol, checkpoint) <
  * file.c (the public calls).
  */
 #ifndef OA_INTERNAL_H
@@ -63,6 +63,7 @@ struct oa_file {
 
 	char *prefix;       /* ".NAME" or ".NAME.<ino>" (journal_dir given) */
 	uint64_t ino, igen; /* identity of the file, kept in every header */
+	dev_t dev;          /* its file system (st_dev) */
 	uid_t uid;
 	gid_t gid;
 	mode_t mode;
@@ -177,6 +178,15 @@ int oa_heal_locked(struct oa_file *f, struct oa_live *lp);
 /* Apply one commit (already validated) from journal JFD into f->tfd. */
 int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	     const unsigned char *ops);
+
+/* ---- home.c: where the control file and journals live ---- */
+/* Set f->dfd and f->prefix to F's home (home.c, H1-H4): the one its home
+ * attribute names, else beside BASE, the last component of the name it was
+ * opened by, in f->tdirfd.  WRITER: F will write; a home it makes is
+ * recorded on the file first (H2).  ESTALE: the recorded home is not
+ * reachable; EXDEV: a writer's name is on another file system than the
+ * file (a bind-mounted file) and it has no home yet. */
+int oa_home_find(struct oa_file *f, const char *base, bool writer);
 
 /* ---- ioinfo.c ---- */
 /* What the file system of F can do (probed with real calls, cached per file

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "oatomic-private.h"
@@ -87,6 +88,8 @@ const struct oa_sysops oa_sys_linux = {
 	.munmap = munmap,
 	.writeback = linux_writeback,
 	.drop = linux_drop,
+	.fgetxattr = fgetxattr,
+	.fsetxattr = fsetxattr,
 };
 
 const struct oa_sysops *oa_sys = &oa_sys_linux;
@@ -255,6 +258,25 @@ int oa_pwritev_full(int fd, const struct iovec *iov, int cnt, off_t off)
 		cnt -= n;
 	}
 	return 0;
+}
+
+ssize_t oa_xfgetxattr(int fd, const char *name, void *buf, size_t n)
+{
+	if (!oa_sys->fgetxattr) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	return oa_sys->fgetxattr(fd, name, buf, n);
+}
+
+int oa_xfsetxattr(int fd, const char *name, const void *buf, size_t n,
+		  int flags)
+{
+	if (!oa_sys->fsetxattr) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	return oa_sys->fsetxattr(fd, name, buf, n, flags);
 }
 
 int oa_xioctl(int fd, unsigned long req, void *arg)

@@ -136,6 +136,12 @@ struct oa_sysops {
 	 * clean: posix_fadvise(POSIX_FADV_DONTNEED).  A hint about memory only
 	 * (the bytes stay in the file); a simulator leaves it NULL. */
 	int (*drop)(int fd, off_t off, off_t len);
+	/* fgetxattr(2) / fsetxattr(2): where a file's journals live is
+	 * recorded on the file itself (home.c).  A simulator may leave them
+	 * NULL: the library then finds journals by the file's name. */
+	ssize_t (*fgetxattr)(int fd, const char *name, void *buf, size_t n);
+	int (*fsetxattr)(int fd, const char *name, const void *buf, size_t n,
+			 int flags);
 };
 
 /* The table in use.  Never NULL. */
@@ -189,6 +195,10 @@ struct oa_wb {
 };
 void oa_wb_note(struct oa_wb *w, int fd, uint64_t off, uint64_t len);
 int oa_xftruncate(int fd, off_t len);
+/* Extended attributes through the seam; ENOTSUP where the table has none. */
+ssize_t oa_xfgetxattr(int fd, const char *name, void *buf, size_t n);
+int oa_xfsetxattr(int fd, const char *name, const void *buf, size_t n,
+		  int flags);
 int oa_xfstat(int fd, struct stat *st);
 /* statx(2) of FD itself through the seam into SX (zeroed first); ENOSYS
  * where the table has none (a simulator may leave it out). */
