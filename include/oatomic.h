@@ -16,11 +16,21 @@
  * A handle (oa_file) is used by one thread at a time.  Any number of handles,
  * in any number of threads and processes, may be open on the same file; their
  * commits are serialised, and a handle never sees another's pending changes.
+ * A handle belongs to the process that opened it: in a child made by fork()
+ * every call on an inherited handle but oa_close() fails with EBADF, and that
+ * oa_close() frees the child's copy without touching the file, its journals
+ * or anyone's locks.  The library's descriptors are close-on-exec.
  *
  * Files the library keeps next to PATH (or in oa_options.journal_dir):
  *   .NAME.oa        control file: checkpoint record and the locks
  *   .NAME.oaj-K     journal files, one per handle writing at the same time
- * They are created with the owner of PATH and no wider permissions.  Do not
+ * They belong to the inode, not to the name: where they live is recorded on
+ * the file (extended attribute user.oatomic), and every name of the file -
+ * hard links, a later rename, a bind mount - finds them (ESTALE where that
+ * place can no longer be reached, EXDEV for a writer through a bind mount of
+ * a file that has none yet).  A name reused by another file gets
+ * .NAME.INO.oa*.  They are created with the owner of PATH and no wider
+ * permissions.  Do not
  * delete them while a journal may hold committed data: `oatomic check` tells.
  *
  * SPDX-License-Identifier: MIT

@@ -248,6 +248,7 @@ int oa_journal_acquire(struct oa_file *f)
 	errno = EMFILE;
 	return -1;
 fail:
+	oa_lock(f->jfd, OA_LOCK_OWNER, F_UNLCK, 0);
 	oa_xclose(f->jfd);
 	f->jfd = -1;
 	return -1;

@@ -41,10 +41,24 @@ static bool journal_name_fits(const char *path)
 	return strlen(b) + sizeof(".oaj-4095") <= NAME_MAX;
 }
 
+/* Drop the handle's OFD locks by hand before closing: a forked child may
+ * still hold the descriptions, and with them the locks, long after this
+ * handle is gone.  Never in such a child: they are the parent's. */
+static void unlock_all(struct oa_file *f)
+{
+	if (f->forkgen != oa_fork_gen())
+		return;
+	if (f->jfd >= 0)
+		oa_lock(f->jfd, OA_LOCK_OWNER, F_UNLCK, 0);
+	if (f->cfd >= 0)
+		oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0);
+}
+
 void oa_handle_free(struct oa_file *f)
 {
 	if (!f)
 		return;
+	unlock_all(f);
 	oa_xclose(f->jfd);
 	oa_xclose(f->dio_fd);
 	oa_xclose(f->sfd);
@@ -171,6 +185,7 @@ static struct oa_file *handle_new(void)
 	}
 	f->tfd = f->dfd = f->tdirfd = f->cfd = f->jfd = f->dio_fd = -1;
 	f->sfd = -1;
+	f->forkgen = oa_fork_gen();
 	f->may_clone = true;   /* recovery handles try; open resolves */
 	f->clone_min = OA_CLONE_MIN;
 	f->buf = malloc(OA_BUF_BYTES);
@@ -446,7 +461,9 @@ int oa_recover(const char *path)
 
 static int usable(struct oa_file *f)
 {
-	if (!f) {
+	/* A handle inherited through fork belongs to the parent: the child
+	 * may only close it (oatomic(3), FORK AND EXEC). */
+	if (!f || f->forkgen != oa_fork_gen()) {
 		errno = EBADF;
 		return -1;
 	}
@@ -883,6 +900,12 @@ int oa_close(oa_file *f)
 		errno = EBADF;
 		return -1;
 	}
+	if (f->forkgen != oa_fork_gen()) {
+		/* Inherited: free this process's copy, touch nothing shared
+		 * (no lock, no checkpoint, nothing committed). */
+		oa_handle_free(f);
+		return 0;
+	}
 	oa_index_clear(f->ix);
 	f->pending = false;
 	f->staged = false;
@@ -892,6 +915,8 @@ int oa_close(oa_file *f)
 	    oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
 		/* The last handle: checkpoint, so that the file itself holds
 		 * every commit durably and the next open has nothing to do. */
+		if (f->jfd >= 0)
+			oa_lock(f->jfd, OA_LOCK_OWNER, F_UNLCK, 0);
 		oa_xclose(f->jfd);
 		f->jfd = -1;
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) == 0) {

@@ -57,6 +57,8 @@ struct oa_file {
 	int jfd;            /* this handle's journal, -1 until the first change */
 	int acc;            /* O_RDONLY, O_WRONLY or O_RDWR as asked */
 	bool tfd_rw;        /* tfd open for writing */
+	unsigned forkgen;   /* oa_fork_gen() at open: another one means the
+			     * handle was inherited through fork (file.c) */
 	bool latched;       /* a flush failed: every call but close is EIO */
 	bool cfd_rw;
 	unsigned char *live;  /* the live area, mapped shared (NULL: use I/O) */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -114,6 +115,31 @@ void oa__stats_get(struct oa_stats *out)
 void oa__stats_reset(void)
 {
 	st_flushes = st_bytes_written = st_writes = st_bytes_read = 0;
+}
+
+/*
+ * fork: a child shares the parent's open file descriptions, and with them
+ * the parent's OFD locks.  Whatever a child did with them (take, convert or
+ * drop a lock) would act on the parent's behalf, so handles are marked with
+ * the generation they were opened in and the child's handlers count one up.
+ */
+static unsigned fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_child(void)
+{
+	fork_gen++;
+}
+
+static void fork_register(void)
+{
+	pthread_atfork(NULL, NULL, fork_child);
+}
+
+unsigned oa_fork_gen(void)
+{
+	pthread_once(&fork_once, fork_register);
+	return fork_gen;
 }
 
 int oa_xopenat(int dirfd, const char *path, int flags, mode_t mode)

@@ -157,6 +157,11 @@ struct oa_stats {
 	uint64_t bytes_read;
 };
 
+/* The process's fork generation: a handle opened in another generation
+ * was inherited through fork(2) (sys.c).  The first call registers the
+ * pthread_atfork handler that counts. */
+unsigned oa_fork_gen(void);
+
 /* Wrappers the library calls: count, then go through oa_sys. */
 int oa_xopenat(int dirfd, const char *path, int flags, mode_t mode);
 int oa_xclose(int fd);                      /* keeps errno */
