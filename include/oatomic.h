@@ -67,10 +67,11 @@ enum oa_method {
 	/* Portable: data logged out of place in a journal, one checksummed commit
 	 * record is the commit point, then applied in place.  Any file system. */
 	OA_METHOD_JOURNAL = 1,
-	/* Reflink (XFS, Btrfs, any file system with FICLONERANGE): block-aligned
-	 * pending data is written once, out of place, into a shadow file and
-	 * cloned into the file at commit under the journal's commit record;
-	 * unaligned edges and small writes go through the journal. */
+	/* Reflink (XFS, Btrfs, any file system with FICLONERANGE): a big write
+	 * is written once, into the journal, as a record placed so that its
+	 * bytes are block-aligned as in the file; after the commit record its
+	 * whole blocks are cloned into the file instead of copied.  Unaligned
+	 * edges and small writes are copied, as in the journal method. */
 	OA_METHOD_CLONE = 2,
 	/* XFS range exchange (Linux 6.10+, XFS_IOC_EXCHANGE_RANGE): whole
 	 * blocks are written once into a shadow file at their own offsets and
