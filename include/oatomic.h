@@ -201,7 +201,11 @@ ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off);
  *           would exceed oa_options.max_txn_bytes;
  *   ENOSPC, EDQUOT, EIO  from writing the journal;
  *   EIO     the handle is latched after a failed flush (see oa_commit).
- * A failed write leaves the transaction as it was before the call.
+ * A failed write leaves the transaction as it was before the call, except
+ * that a write taken in pieces (pieces of 64 MiB; under the exchange method
+ * an unaligned head, then whole blocks) whose later piece fails returns the
+ * bytes taken before it (a short write, as pwrite(2) may): those stay in
+ * the transaction.
  */
 ssize_t oa_pwrite(oa_file *f, const void *buf, size_t n, off_t off);
 
