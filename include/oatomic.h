@@ -77,10 +77,11 @@ enum oa_method {
 	/* Portable: data logged out of place in a journal, one checksummed commit
 	 * record is the commit point, then applied in place.  Any file system. */
 	OA_METHOD_JOURNAL = 1,
-	/* Reflink (XFS, Btrfs, any file system with FICLONERANGE): block-aligned
-	 * pending data is written once, out of place, into a shadow file and
-	 * cloned into the file at commit under the journal's commit record;
-	 * unaligned edges and small writes go through the journal. */
+	/* Reflink (XFS, Btrfs, any file system with FICLONERANGE): a big write
+	 * is written once, into the journal, as a record placed so that its
+	 * bytes are block-aligned as in the file; after the commit record its
+	 * whole blocks are cloned into the file instead of copied.  Unaligned
+	 * edges and small writes are copied, as in the journal method. */
 	OA_METHOD_CLONE = 2,
 	/* XFS range exchange (Linux 6.10+, XFS_IOC_EXCHANGE_RANGE): whole
 	 * blocks are written once into a shadow file at their own offsets and
@@ -210,7 +211,11 @@ ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off);
  *           would exceed oa_options.max_txn_bytes;
  *   ENOSPC, EDQUOT, EIO  from writing the journal;
  *   EIO     the handle is latched after a failed flush (see oa_commit).
- * A failed write leaves the transaction as it was before the call.
+ * A failed write leaves the transaction as it was before the call, except
+ * that a write taken in pieces (pieces of 64 MiB; under the exchange method
+ * an unaligned head, then whole blocks) whose later piece fails returns the
+ * bytes taken before it (a short write, as pwrite(2) may): those stay in
+ * the transaction.
  */
 ssize_t oa_pwrite(oa_file *f, const void *buf, size_t n, off_t off);
 

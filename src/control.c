@@ -31,7 +31,7 @@ int oa_check_safe(struct oa_file *f, int fd)
 		errno = EPERM;
 		return -1;
 	}
-	/* SPEC 10: a journal another user could have written is not trusted.
+	/* GUARANTEES.md §10: a journal others could have written is untrusted.
 	 * Its owner must be the file's owner, root or us, and it may not be
 	 * writable by group or others unless the file itself is. */
 	if (st.st_uid != f->uid && st.st_uid != 0 && st.st_uid != geteuid()) {
@@ -66,7 +66,7 @@ int oa_create_atomic(struct oa_file *f, const char *name,
 			return -1;
 		named = true;
 	}
-	/* SPEC 10: the file's owner, and no wider permissions than it. */
+	/* GUARANTEES.md §10: the file's owner, no wider mode than it has. */
 	if (oa_sys->fchown(fd, f->uid, f->gid) < 0 && errno != EPERM)
 		goto fail;
 	if (oa_sys->fchmod(fd, f->mode & 0666) < 0)
@@ -154,7 +154,7 @@ int oa_ctl_open(struct oa_file *f, bool create)
 		return -1;
 	for (int tries = 0; tries < 8; tries++) {
 		/* Read-write even for a reader: a reader that can must be
-		 * able to finish what a crash left (SPEC 7). */
+		 * able to finish what a crash left (GUARANTEES.md §7). */
 		bool rw = true;
 		fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
 		if (fd < 0 && (errno == EACCES || errno == EROFS)) {

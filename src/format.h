@@ -125,7 +125,7 @@ static inline uint64_t oa_align_up(uint64_t v, uint64_t a)
 /* A header slot (control or journal), decoded.
  *   0  magic[8]   8 version u32   12 kind-specific u32 (0)
  *  16  slot_seq   24 a (control: ckpt_seq; journal: gen)
- *  32  ino        40 igen          48 b (reserved, 0)
+ *  32  ino        40 igen          48..507 zero
  * 508  crc32c of bytes 0..507 */
 struct oa_slot {
 	uint64_t slot_seq;

@@ -34,7 +34,7 @@ int oa__check(const char *path, const char *jdir, FILE *out);
 int oa__recover_opts(const char *path, const char *jdir);
 
 /* Test hook: make the next commit of any handle stop dead (raise SIGKILL on
- * itself) at point N of the protocol (see commit.c, OA_KILLPOINT_*); 0 off.
+ * itself) at point N of the protocol (see internal.h, OA_KP_*); 0 off.
  * Used by the kill tests to hit the windows between flushes for sure. */
 void oa__set_killpoint(int point);
 

@@ -415,7 +415,7 @@ static int scan_all(struct oa_file *f, struct scan *S)
 		size_t nacc = S->nacc, ninc = S->ninc;
 		if (scan_journal(f, S, (int)S->nj - 1) < 0)
 			goto fail;
-		/* SPEC 10: a journal someone else could have written is never
+		/* GUARANTEES.md §10: a journal others could write is never
 		 * replayed.  One that holds nothing newer than the checkpoint
 		 * (say, the file was chmod-ed since) is harmless. */
 		if (unsafe && (S->nacc > nacc || S->ninc > ninc)) {
@@ -599,7 +599,7 @@ int oa__check(const char *path, const char *jdir, FILE *out)
 	if (!f) {
 		if (errno != EPERM)
 			return -1;
-		/* oa_ctl_open refused the control file (SPEC 10). */
+		/* oa_ctl_open refused the control file (GUARANTEES.md §10). */
 		if (out)
 			fprintf(out, "%s: control file is not a regular file owned "
 				"by the file's owner, root or you, or is writable "

@@ -1,5 +1,5 @@
 /*
- * conf_abort_close.c - SPEC behaviour 5: oa_abort drops the pending changes
+ * conf_abort_close.c - GUARANTEES.md §5: oa_abort drops the pending changes
  * and keeps the handle usable; oa_close drops them and frees the handle.
  *
  *  - after oa_abort the handle sees the committed file again (data and size,

@@ -1,5 +1,5 @@
 /*
- * conf_commit.c - SPEC behaviours 3 and 4: commit makes a handle's changes
+ * conf_commit.c - GUARANTEES.md §3 and §4: commit makes a handle's changes
  * the file's contents as one unit; nothing anybody else does commits them.
  *
  *  - commit, close, reopen: the data is there (plain read and a new handle);

@@ -1,5 +1,5 @@
 /*
- * conf_errors.c - SPEC behaviour 9: bad input is refused, never applied.
+ * conf_errors.c - GUARANTEES.md §9: bad input is refused, never applied.
  *
  *  - wrong arguments get the errno the POSIX call would give (open(2),
  *    pread(2), pwrite(2), ftruncate(2) manners), and a refused call changes

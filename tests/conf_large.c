@@ -1,5 +1,5 @@
 /*
- * conf_large.c - SPEC behaviour 6: size is bounded by disk, not memory.
+ * conf_large.c - GUARANTEES.md §6: size is bounded by disk, not memory.
  *
  * One 1 GiB transaction written in 1 MiB oa_pwrite calls must raise the
  * process's peak RSS (getrusage ru_maxrss) by less than 64 MiB, while

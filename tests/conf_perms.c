@@ -1,5 +1,5 @@
 /*
- * conf_perms.c - SPEC behaviour 10 (no one gets in) and what a commit keeps.
+ * conf_perms.c - GUARANTEES.md §10 (no one gets in) and what a commit keeps.
  *
  *  - the control and journal files beside NAME (".NAME.oa*") have no wider
  *    permissions than NAME (a 0600 target gives files with mode & 077 == 0)

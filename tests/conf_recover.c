@@ -1,5 +1,5 @@
 /*
- * conf_recover.c - SPEC behaviour 7: recovery is automatic, exact and
+ * conf_recover.c - GUARANTEES.md §7: recovery is automatic, exact and
  * idempotent.
  *
  * A child commits T1 (cleanly), then T2 (writes, a shrink and a growth with a

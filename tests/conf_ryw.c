@@ -1,5 +1,5 @@
 /*
- * conf_ryw.c - SPEC behaviour 2: read your own writes.
+ * conf_ryw.c - GUARANTEES.md §2: read your own writes.
  *
  * oa_pread and oa_fstat of a handle show its pending changes merged over the
  * committed contents: later writes win over earlier ones, holes and the

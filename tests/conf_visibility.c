@@ -1,5 +1,5 @@
 /*
- * conf_visibility.c - SPEC behaviour 1: nothing is visible before commit,
+ * conf_visibility.c - GUARANTEES.md §1: nothing is visible before commit,
  * and readers that use the library see each commit whole.
  *
  * 1. Pending writes, growth and truncates reach no reader before oa_commit:

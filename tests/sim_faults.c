@@ -7,9 +7,9 @@
  * unflushed writes lost, pages clean: the next flush returns 0).  The
  * workload goes on as a careful program would: a failed write is left out
  * of the transaction, a failed commit is retried once (the transaction is
- * kept, SPEC 8) unless the handle is latched, then it is closed.
+ * kept, GUARANTEES.md §8) unless the handle is latched, then it is closed.
  *
- * Checked, per SPEC 8:
+ * Checked, per GUARANTEES.md §8:
  *   - a failing oa_* call reports -1 with the injected errno or EIO (or
  *     ENOSPC for a short write), never success with lost data;
  *   - the files as readers see them are at once the acknowledged state (or,

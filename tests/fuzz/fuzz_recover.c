@@ -11,7 +11,7 @@
  *   - oa__check and oa_recover return, with 0 or -1 and EUCLEAN, EPERM or
  *     EIO (never another errno);
  *   - when recovery fails, the file is unchanged (bad input is never
- *     applied, SPEC 9);
+ *     applied, GUARANTEES.md §9);
  *   - when it succeeds, a second recovery changes nothing on the disk;
  *   - no simulated descriptor is left open.
  *
