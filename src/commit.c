@@ -200,19 +200,13 @@ int oa_journal_acquire(struct oa_file *f)
 				k--;   /* someone else created it: look again */
 				continue;
 			}
-		} else if (fd >= 0 && oa_check_safe(f, fd) < 0) {
-			/* Wider than the file now (the file was chmod-ed), or
-			 * someone else's: ours is tightened, theirs skipped.
-			 * Whatever it holds is checkpointed before reuse. */
-			struct stat st;
-			if (errno == EPERM && oa_xfstat(fd, &st) == 0 &&
-			    st.st_uid == geteuid() && S_ISREG(st.st_mode) &&
-			    oa_sys->fchmod(fd, f->mode & 0666) == 0) {
-				/* now safe */
-			} else {
-				oa_xclose(fd);
-				continue;
-			}
+		} else if (fd >= 0 && oa_check_safe(f, fd) < 0 &&
+			   (errno != EPERM || oa_narrow(f, fd) < 0)) {
+			/* Someone else's: skipped.  Ours, wider than the file
+			 * now (the file was chmod-ed), is narrowed: whatever
+			 * it holds is checkpointed before reuse. */
+			oa_xclose(fd);
+			continue;
 		}
 		if (fd < 0)
 			return -1;

@@ -4,7 +4,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -22,27 +24,87 @@ int oa_name(struct oa_file *f, char *out, size_t n, int kind, int idx)
 	return 0;
 }
 
+mode_t oa_aux_mode(const struct oa_file *f)
+{
+	/* No wider than the file; the library itself must be able to read
+	 * and write them (a write-only file, 0200, still gets 0600 files:
+	 * its owner may chmod the file at will, so owner bits give away
+	 * nothing). */
+	return (f->mode & 0666) | 0600;
+}
+
+/* Could user UID have written the file, and so a sidecar's bytes give it
+ * nothing it did not have?  Only by the file's group or other write bits
+ * (the owner, root and we are trusted already). */
+static bool could_write(const struct oa_file *f, uid_t uid)
+{
+	if (f->mode & 0002)
+		return true;
+	if (!(f->mode & 0020))
+		return false;
+	struct passwd pw, *p = NULL;
+	char buf[4096];
+	gid_t groups[256];
+	int n = 256;
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &p) != 0 || !p)
+		return false;
+	if (p->pw_gid == f->gid)
+		return true;
+	if (getgrouplist(p->pw_name, p->pw_gid, groups, &n) < 0)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == f->gid)
+			return true;
+	return false;
+}
+
 int oa_check_safe(struct oa_file *f, int fd)
 {
 	struct stat st;
+	uid_t me = geteuid();
 	if (oa_xfstat(fd, &st) < 0)
 		return -1;
 	if (!S_ISREG(st.st_mode)) {
 		errno = EPERM;
 		return -1;
 	}
-	/* GUARANTEES.md §10: a journal others could have written is untrusted.
-	 * Its owner must be the file's owner, root or us, and it may not be
-	 * writable by group or others unless the file itself is. */
-	if (st.st_uid != f->uid && st.st_uid != 0 && st.st_uid != geteuid()) {
+	/* GUARANTEES.md §10: a journal another user could have written is
+	 * not trusted: its owner must be the file's owner, root, us, or
+	 * someone who may write the file itself anyway (a shared file in a
+	 * shared directory, written first by another user of it). */
+	if (st.st_uid != f->uid && st.st_uid != 0 && st.st_uid != me &&
+	    !could_write(f, st.st_uid)) {
 		errno = EPERM;
 		return -1;
 	}
-	if ((st.st_mode & 0022) & ~(f->mode & 0022)) {
+	/* No wider than the file, also after the file's mode was narrowed:
+	 * read bits the file lacks are taken away here, by its owner (or
+	 * root), at once.  Write bits it lacks make the file untrusted: who
+	 * knows who wrote it since (oa_narrow, for a caller that does not
+	 * need to trust what it holds). */
+	mode_t extra = st.st_mode & 0777 & ~oa_aux_mode(f);
+	if ((extra & 0044) && (st.st_uid == me || me == 0))
+		oa_sys->fchmod(fd, st.st_mode & 07777 & ~(extra & 0044));
+	if (extra & 0022) {
 		errno = EPERM;
 		return -1;
 	}
 	return 0;
+}
+
+int oa_narrow(struct oa_file *f, int fd)
+{
+	struct stat st;
+	uid_t me = geteuid();
+	if (oa_xfstat(fd, &st) < 0)
+		return -1;
+	if (!S_ISREG(st.st_mode) || (st.st_uid != me && me != 0)) {
+		errno = EPERM;
+		return -1;
+	}
+	if (oa_sys->fchmod(fd, st.st_mode & 0777 & oa_aux_mode(f)) < 0)
+		return -1;
+	return oa_check_safe(f, fd);
 }
 
 int oa_create_atomic(struct oa_file *f, const char *name,
@@ -69,7 +131,7 @@ int oa_create_atomic(struct oa_file *f, const char *name,
 	/* GUARANTEES.md §10: the file's owner, no wider mode than it has. */
 	if (oa_sys->fchown(fd, f->uid, f->gid) < 0 && errno != EPERM)
 		goto fail;
-	if (oa_sys->fchmod(fd, f->mode & 0666) < 0)
+	if (oa_sys->fchmod(fd, oa_aux_mode(f)) < 0)
 		goto fail;
 	if (fill(f, fd, arg) < 0)
 		goto fail;
@@ -159,10 +221,18 @@ int oa_ctl_open(struct oa_file *f, bool create)
 		fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
 		if (fd < 0 && (errno == EACCES || errno == EROFS)) {
 			rw = false;
+			f->cfd_err = errno;
 			fd = oa_xopenat(f->dfd, name, O_RDONLY | O_NOFOLLOW, 0);
 		}
 		if (fd >= 0) {
-			if (oa_check_safe(f, fd) < 0) {
+			/* A control file wider than the file (the file's mode
+			 * was narrowed since) is narrowed by its owner and
+			 * trusted: it was rightly that wide while the file
+			 * was, and it holds a checkpoint number and volatile
+			 * state, no data.  Journals are judged one by one
+			 * (recover.c). */
+			if (oa_check_safe(f, fd) < 0 &&
+			    (errno != EPERM || oa_narrow(f, fd) < 0)) {
 				oa_xclose(fd);
 				return -1;
 			}

@@ -292,6 +292,29 @@ static int open_recover(struct oa_file *f)
 	return r;
 }
 
+/* oa_recover: finish what a crash left.  Nothing to finish is success,
+ * also for a caller who could not write (a read-only mount, a file it may
+ * only read); with something to finish, that caller fails with the error
+ * that kept it from writing. */
+static int recover_only(struct oa_file *f)
+{
+	int r;
+	if (!f->cfd_rw) {
+		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
+			return -1;
+		r = oa_needs_recovery(f);
+		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		if (r > 0)
+			errno = f->cfd_err;
+		return r == 0 ? 0 : -1;
+	}
+	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		return -1;
+	r = oa_recover_locked(f);
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	return r;
+}
+
 static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 				   mode_t mode, const struct oa_options *o,
 				   int purpose)
@@ -368,7 +391,8 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		if (oa_xfsync(f->tfd) < 0 || oa_xfsync(f->tdirfd) < 0)
 			goto fail;
 	}
-	if (f->opt.journal_dir) {
+	bool journal_dir = f->opt.journal_dir != NULL;
+	if (journal_dir) {
 		/* The caller names the directory every time; the names there
 		 * carry the inode number. */
 		f->dfd = oa_xopenat(dirfd, f->opt.journal_dir,
@@ -379,8 +403,6 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		goto fail;
 	}
 	f->opt.journal_dir = NULL;   /* not ours to keep */
-	free(base);
-	base = NULL;
 
 	/* The method, before recovery: a work handle recovers with the
 	 * method it will use (only the clone method's apply differs). */
@@ -391,24 +413,25 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		oa_method_recovery(f);
 	}
 	if (oa_ctl_open(f, purpose == P_WORK && f->tfd_rw) < 0) {
+		/* Another user's control file that the file's owner (or
+		 * root) may not trust (the file was chown-ed since, or made
+		 * by a user who may no longer write it): rather than be
+		 * locked out, the owner moves to a home of its own. */
+		if (errno == EPERM && purpose == P_WORK && f->tfd_rw &&
+		    !journal_dir && (geteuid() == f->uid || geteuid() == 0) &&
+		    oa_home_leave(f, base) == 0 && oa_ctl_open(f, true) == 0)
+			goto opened;
 		if (errno != ENOENT)
 			goto fail;
 		f->cfd = -1;  /* never used with oatomic: nothing to recover */
 	}
+opened:
+	free(base);
+	base = NULL;
 	if (f->cfd >= 0 && purpose == P_WORK && open_recover(f) < 0)
 		goto fail;
-	if (f->cfd >= 0 && purpose == P_RECOVER) {
-		if (!f->cfd_rw) {
-			errno = EACCES;
-			goto fail;
-		}
-		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
-			goto fail;
-		int r = oa_recover_locked(f);
-		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-		if (r < 0)
-			goto fail;
-	}
+	if (f->cfd >= 0 && purpose == P_RECOVER && recover_only(f) < 0)
+		goto fail;
 	if (purpose == P_WORK && (flags & O_TRUNC) && acc != O_RDONLY &&
 	    oa_ftruncate(f, 0) < 0)
 		goto fail;
@@ -423,7 +446,10 @@ struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
 			      const char *jdir)
 {
 	struct oa_options o = { .size = sizeof(o), .journal_dir = jdir };
-	return handle_open(dirfd, path, purpose == P_RECOVER ? O_RDWR : O_RDONLY,
+	/* Recovery opens the file for writing only if it has something to
+	 * write (oa_recover_locked): a clean file on a read-only mount, or one
+	 * the caller may not write, is recovered by doing nothing. */
+	return handle_open(dirfd, path, O_RDONLY,
 			   0, &o, purpose);
 }
 

@@ -364,3 +364,45 @@ record:
 	}
 	return 0;
 }
+
+int oa_home_leave(struct oa_file *f, const char *base)
+{
+	struct home h;
+	struct stat dst;
+	bool xattrs;
+	int r = home_read(f, &h, &xattrs);
+
+	if (r < 0)
+		return -1;
+	if (!xattrs) {
+		errno = EPERM;   /* nowhere to record a second home */
+		return -1;
+	}
+	if (oa_xfstat(f->tdirfd, &dst) < 0)
+		return -1;
+	if (dst.st_dev != f->dev) {
+		errno = EXDEV;
+		return -1;
+	}
+	if (f->dfd != f->tdirfd)
+		oa_xclose(f->dfd);
+	f->dfd = f->tdirfd;
+	/* ".NAME.<ino>", unless that is the home being left: then a name
+	 * nobody can have planted in advance. */
+	if (set_prefix(f, ".%s.%llx", base, f->ino) < 0)
+		return -1;
+	if (r == 1 && h.ino == f->ino && strcmp(h.prefix, f->prefix) == 0) {
+		char tail[NAME_MAX + 1];
+		snprintf(tail, sizeof(tail), ".%s.%llx", base,
+			 (unsigned long long)f->ino);
+		if (set_prefix(f, "%s.%08llx", tail,
+			       oa_random64() & 0xffffffff) < 0)
+			return -1;
+	}
+	h.ino = f->ino;
+	h.igen = f->igen;
+	h.dino = dst.st_ino;
+	snprintf(h.prefix, sizeof(h.prefix), "%s", f->prefix);
+	dir_path(f->dfd, h.dir);
+	return home_write(f, &h);
+}

@@ -61,6 +61,7 @@ struct oa_file {
 			     * handle was inherited through fork (file.c) */
 	bool latched;       /* a flush failed: every call but close is EIO */
 	bool cfd_rw;
+	int cfd_err;        /* why the control file is read-only (EACCES, EROFS) */
 	unsigned char *live;  /* the live area, mapped shared (NULL: use I/O) */
 
 	char *prefix;       /* ".NAME" or ".NAME.<ino>" (journal_dir given) */
@@ -157,9 +158,18 @@ int oa_ctl_read_ckpt(struct oa_file *f, uint64_t *ckpt, bool *foreign);
 int oa_name(struct oa_file *f, char *out, size_t n, int kind, int idx);
 #define OA_NAME_CTL 0
 #define OA_NAME_JNL 1
+/* The mode of the library's files: the file's read/write bits, and the
+ * owner's own (oa_check_safe). */
+mode_t oa_aux_mode(const struct oa_file *f);
 /* Check an opened control or journal file: a regular file owned by the
- * file's owner, root or us, with no permission the file lacks.  EPERM. */
+ * file's owner, root, us or another user who may write the file, with no
+ * write permission the file lacks; read permission it lacks is taken away on
+ * the way where we may (ours, or root).  EPERM. */
 int oa_check_safe(struct oa_file *f, int fd);
+/* Narrow a library file of ours (or any, as root) to oa_aux_mode(), then
+ * oa_check_safe() it: for one whose write bits came from the file's mode of
+ * before, and whose contents are trusted by other means. */
+int oa_narrow(struct oa_file *f, int fd);
 /* Create a file in f->dfd atomically: written by FILL in a temporary, then
  * linked under NAME (fails with EEXIST if it appeared meanwhile). */
 int oa_create_atomic(struct oa_file *f, const char *name,
@@ -189,6 +199,11 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
  * reachable; EXDEV: a writer's name is on another file system than the
  * file (a bind-mounted file) and it has no home yet. */
 int oa_home_find(struct oa_file *f, const char *base, bool writer);
+/* The home's control file is not one F may trust, and F's opener owns the
+ * file (or is root): make a new home beside BASE (".NAME.<ino>", or with a
+ * random tail if that is the one being left) and record it.  Whatever the
+ * old home holds stays there, untrusted and never replayed. */
+int oa_home_leave(struct oa_file *f, const char *base);
 
 /* ---- ioinfo.c ---- */
 /* What the file system of F can do (probed with real calls, cached per file

@@ -177,7 +177,8 @@ static void beyond_fs_max(oa_file *f, const char *path,
 
 static int efault_child(void *arg)
 {
-	oa_file *f = arg;
+	/* Its own handle: an inherited one refuses everything (conf_fork). */
+	oa_file *f = tu_oa_open(arg, O_RDONLY, 0);
 
 	CHECK_ERR(oa_pread(f, NULL, 100, 0), EFAULT);
 	return 0;
@@ -238,7 +239,7 @@ static void test_handle_errors(void)
 	CHECK_FILE(path, b, sizeof(b), sizeof(b));
 
 	/* A bad buffer: EFAULT, not a crash (in a child, in case). */
-	st_child = tu_run_child(efault_child, r);
+	st_child = tu_run_child(efault_child, (void *)path);
 	CHECKF(WIFEXITED(st_child) && WEXITSTATUS(st_child) == 0,
 	       "oa_pread into NULL: %s", tu_status_str(st_child));
 
