@@ -166,6 +166,21 @@ static void dir_path(int dfd, char *out)
 		out[0] = 0;
 }
 
+/* The recorded home directory: readable, or at least searchable (a 0711
+ * directory still has names that can be opened). */
+static int open_home_dir(const char *dir)
+{
+	int fd;
+	if (!dir[0]) {
+		errno = ENOENT;
+		return -1;
+	}
+	fd = oa_xopenat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0 && errno == EACCES)
+		fd = oa_xopenat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
+	return fd;
+}
+
 /* Inode number of the control file PREFIX.oa in DFD: 1 and *INO, *IGEN;
  * 0 none; -1 error (EUCLEAN: damaged; the caller lets recovery say so). */
 static int ctl_owner(struct oa_file *f, int dfd, const char *prefix,
@@ -265,7 +280,10 @@ static int home_by_name(struct oa_file *f, const char *base, bool xattrs)
 	return set_prefix(f, ".%s.%llx", base, f->ino);
 }
 
-int oa_home_find(struct oa_file *f, const char *base, bool writer)
+/* 0: F's home is set; 2: F has none of its own and RECORD is false (the
+ * caller takes the home lock and asks again); -1: error. */
+static int home_find(struct oa_file *f, const char *base, bool writer,
+		     bool record)
 {
 	struct home h;
 	struct stat dst;
@@ -283,9 +301,7 @@ int oa_home_find(struct oa_file *f, const char *base, bool writer)
 		 * case: no extra call), else by its recorded path. */
 		if (dst.st_dev != f->dev || dst.st_ino != h.dino) {
 			struct stat st;
-			int fd = h.dir[0] ? oa_xopenat(AT_FDCWD, h.dir,
-					O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
-					  : -1;
+			int fd = open_home_dir(h.dir);
 			if (fd < 0 || oa_xfstat(fd, &st) < 0 ||
 			    st.st_dev != f->dev || st.st_ino != h.dino) {
 				oa_xclose(fd);
@@ -348,6 +364,8 @@ int oa_home_find(struct oa_file *f, const char *base, bool writer)
 	if (!writer || !xattrs)
 		return 0;
 record:
+	if (!record)
+		return 2;
 	/* H2: recorded and durable before the control file is made or a
 	 * commit relies on it. */
 	h.ino = f->ino;
@@ -365,44 +383,77 @@ record:
 	return 0;
 }
 
+/* Two writers that find no home at once, through two names, must not make
+ * two: the second records over the first, and the first's commits are
+ * found by no name after a crash.  So a home is made under an OFD lock on
+ * the file itself, far beyond any byte a program locks (SQLite's lock
+ * bytes are at 1 GiB), and looked for again under it. */
+#define OA_HOME_LOCK ((off_t)1 << 62)
+
+int oa_home_find(struct oa_file *f, const char *base, bool writer)
+{
+	int r = home_find(f, base, writer, false);
+	if (r != 2)
+		return r;
+	if (oa_lock(f->tfd, OA_HOME_LOCK, F_WRLCK, 1) < 0)
+		return -1;
+	r = home_find(f, base, writer, true);
+	oa_lock(f->tfd, OA_HOME_LOCK, F_UNLCK, 0);
+	return r;
+}
+
 int oa_home_leave(struct oa_file *f, const char *base)
 {
+	char leaving[NAME_MAX + 1];
 	struct home h;
 	struct stat dst;
 	bool xattrs;
-	int r = home_read(f, &h, &xattrs);
+	int r;
 
-	if (r < 0)
-		return -1;
-	if (!xattrs) {
-		errno = EPERM;   /* nowhere to record a second home */
-		return -1;
-	}
 	if (oa_xfstat(f->tdirfd, &dst) < 0)
 		return -1;
 	if (dst.st_dev != f->dev) {
 		errno = EXDEV;
 		return -1;
 	}
+	snprintf(leaving, sizeof(leaving), "%s", f->prefix);
+	if (oa_lock(f->tfd, OA_HOME_LOCK, F_WRLCK, 1) < 0)
+		return -1;
+	r = home_read(f, &h, &xattrs);
+	if (r < 0)
+		goto out;
+	if (!xattrs) {
+		errno = EPERM;   /* nowhere to record a second home */
+		r = -1;
+		goto out;
+	}
 	if (f->dfd != f->tdirfd)
 		oa_xclose(f->dfd);
 	f->dfd = f->tdirfd;
+	if (r == 1 && h.ino == f->ino && h.igen == f->igen &&
+	    h.dino == dst.st_ino && strcmp(h.prefix, leaving) != 0) {
+		/* Another opener moved first: go where it went. */
+		r = set_prefix(f, "%s", h.prefix, 0);
+		goto out;
+	}
 	/* ".NAME.<ino>", unless that is the home being left: then a name
 	 * nobody can have planted in advance. */
-	if (set_prefix(f, ".%s.%llx", base, f->ino) < 0)
-		return -1;
-	if (r == 1 && h.ino == f->ino && strcmp(h.prefix, f->prefix) == 0) {
+	r = set_prefix(f, ".%s.%llx", base, f->ino);
+	if (r == 0 && strcmp(f->prefix, leaving) == 0) {
 		char tail[NAME_MAX + 1];
-		snprintf(tail, sizeof(tail), ".%s.%llx", base,
-			 (unsigned long long)f->ino);
-		if (set_prefix(f, "%s.%08llx", tail,
-			       oa_random64() & 0xffffffff) < 0)
-			return -1;
+		snprintf(tail, sizeof(tail), "%s", leaving);
+		r = set_prefix(f, "%s.%08llx", tail,
+			       oa_random64() & 0xffffffff);
 	}
+	if (r < 0)
+		goto out;
 	h.ino = f->ino;
 	h.igen = f->igen;
 	h.dino = dst.st_ino;
 	snprintf(h.prefix, sizeof(h.prefix), "%s", f->prefix);
 	dir_path(f->dfd, h.dir);
-	return home_write(f, &h);
+	r = home_write(f, &h);
+out:
+	oa_lock(f->tfd, OA_HOME_LOCK, F_UNLCK, 0);
+	return r;
 }

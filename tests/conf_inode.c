@@ -197,6 +197,43 @@ static void bind_mount(void)
 	CHECK_OK(umount(mnt));
 }
 
+/* Two writers that first open a fresh file at once, through two names,
+ * end up in one home (the second must not record over the first). */
+static int go_fd;
+
+static int first_open(void *name)
+{
+	char c;
+	CHECK_EQ(read(go_fd, &c, 1), 1);
+	oa_file *f = tu_oa_open(name, O_RDWR, 0);
+	tu_oa_pwrite(f, "RRRRRRRR", LEN, 0);
+	CHECK_OK(oa_commit(f));
+	CHECK_OK(oa_close(f));
+	return 0;
+}
+
+static void first_open_race(void)
+{
+	for (int i = 0; i < 40; i++) {
+		const char *a = tu_path("race%d-a", i), *b = tu_path("race%d-b", i);
+		int pfd[2];
+		tu_write_file(a, "00000000", LEN, 0644);
+		CHECK_OK(link(a, b));
+		CHECK_OK(pipe(pfd));
+		go_fd = pfd[0];
+		pid_t p1 = tu_fork(first_open, (void *)a);
+		pid_t p2 = tu_fork(first_open, (void *)b);
+		CHECK_EQ(write(pfd[1], "gg", 2), 2);
+		CHECK_CHILD_OK(tu_wait(p1));
+		CHECK_CHILD_OK(tu_wait(p2));
+		close(pfd[0]);
+		close(pfd[1]);
+		int homes = (access(tu_path(".race%d-a.oa", i), F_OK) == 0) +
+			    (access(tu_path(".race%d-b.oa", i), F_OK) == 0);
+		CHECKF(homes == 1, "round %d: %d homes", i, homes);
+	}
+}
+
 int main(void)
 {
 	tu_alarm(120);
@@ -211,5 +248,6 @@ int main(void)
 	name_reused();
 	unreachable();
 	bind_mount();
+	first_open_race();
 	return 0;
 }
