@@ -9,11 +9,13 @@
  * SPDX-License-Identifier: MIT
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "oatomic.h"
 #include "tool.h"
@@ -246,10 +248,43 @@ static int help_f(const struct tool_cmd *cmd, int argc, char **argv)
 	return tool_help(c);
 }
 
+/*
+ * Make sure descriptors 0, 1 and 2 are open, each closed one on /dev/null.
+ * Cron jobs and daemons may start us with some closed: the library's first
+ * open would then get one, and the target file would be read as our input,
+ * or get our messages written into it, past the journal.  Returns 0, or -1
+ * if a hole cannot be filled.
+ */
+static int std_fds_open(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		int nfd;
+
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		/* The lower ones are open: open(2) takes this very number. */
+		nfd = open("/dev/null", O_RDWR | O_NOCTTY);
+		if (nfd != fd) {
+			if (nfd >= 0)
+				close(nfd);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct tool_cmd *cmd;
 
+	/* First, before anything can open a file or print. */
+	if (std_fds_open() < 0) {
+		/* Only if standard error is ours to write to. */
+		if (fcntl(STDERR_FILENO, F_GETFD) >= 0)
+			dprintf(STDERR_FILENO, "%s: cannot open /dev/null for "
+				"a closed standard descriptor\n", progname);
+		return TOOL_EXIT_USAGE;
+	}
 	if (argc < 2) {
 		list_cmds(stderr);
 		return TOOL_EXIT_USAGE;
