@@ -5,6 +5,9 @@
 #    closed the target keeps its content and inode unless the command
 #    legitimately writes it; no input is read from it and no message lands
 #    in it;
+#  - numbers are decimal (0x for hex): --offset 0100 is byte 100, and junk,
+#    signs, blanks, trailing garbage and overflow are usage errors (2) that
+#    change nothing; the same for bench's --reps and --budget;
 #
 # timeout: 300
 #
@@ -72,6 +75,40 @@ printf XY | "$OA" write --offset 2 std 2>&- >&-
 std_case "write with stdout and stderr closed" $'heXYo world\n'
 printf 'hello world\n' | "$OA" replace std 2>&-
 std_case "replace, stderr closed" $'hello world\n'
+
+# ---- 2. numbers are decimal ------------------------------------------------
+
+printf 'abc' >num
+printf Z | "$OA" write --offset 0100 num
+[ "$(stat -c %s num)" = 101 ] || fail "--offset 0100: size $(stat -c %s num), not 101"
+[ "$(dd if=num bs=1 skip=100 count=1 2>/dev/null)" = Z ] ||
+	fail "--offset 0100 did not write at byte 100"
+printf Y | "$OA" write --offset 0x10 num
+[ "$(dd if=num bs=1 skip=16 count=1 2>/dev/null)" = Y ] ||
+	fail "--offset 0x10 did not write at byte 16"
+printf X | "$OA" write -o 1k num
+[ "$(stat -c %s num)" = 1025 ] || fail "--offset 1k: size $(stat -c %s num)"
+sum=$(cksum <num)
+for bad in -1 +5 ' 5' '5 ' 5x 0x 0xg 0x-1 '' 1.5 08q 1kk \
+	   18446744073709551616 9223372036854775808 17179869184g 0x1q; do
+	out=$(printf Q | "$OA" write --offset "$bad" num 2>&1)
+	rc=$?
+	[ $rc = 2 ] || fail "--offset '$bad': exit $rc, not 2"
+	case $out in *"bad offset"*) ;; *) fail "--offset '$bad': '$out'" ;; esac
+done
+[ "$(cksum <num)" = "$sum" ] || fail "a refused --offset changed the file"
+for opt in "--reps 1x" "--reps -2" "--max-size 1m5" "--budget inf" \
+	   "--budget 1e3" "--budget -1" "--budget 0x10" "--budget ' 2'"; do
+	eval "timeout 20 \"\$OA\" bench --quick --dir /nonexistent $opt" \
+		>/dev/null 2>&1
+	rc=$?
+	[ $rc = 2 ] || fail "bench $opt: exit $rc, not 2"
+done
+for opt in "--kills 0x" "--kills 5k5" "--seed -3" "--think ' 1'"; do
+	eval "timeout 20 \"\$OA\" demo --dir /nonexistent $opt" >/dev/null 2>&1
+	rc=$?
+	[ $rc = 2 ] || fail "demo $opt: exit $rc, not 2"
+done
 
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"

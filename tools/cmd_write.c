@@ -154,8 +154,8 @@ static int write_f(const struct tool_cmd *cmd, int argc, char **argv)
 		case 'o':
 			if (tool_parse_u64(optarg, &offset) < 0 ||
 			    offset > (uint64_t)INT64_MAX)
-				return tool_usage(cmd, "bad offset '%s'",
-						  optarg);
+				return tool_usage(cmd, "bad offset '%s' ("
+						  TOOL_NUM_HINT ")", optarg);
 			break;
 		case 't':
 			truncate = 1;
@@ -251,8 +251,8 @@ const struct tool_cmd write_cmd = {
 " not to memory.  The tool exits 0 only once the commit is durable.\n"
 "\n"
 " Options:\n"
-"   -o, --offset N         start writing at byte N (suffixes k, m, g, t:\n"
-"                          binary multiples; 0x for hex)\n"
+"   -o, --offset N         start writing at byte N: decimal (0x for hex;\n"
+"                          suffixes k, m, g, t: binary multiples)\n"
 "   -t, --truncate         also set the size of PATH to the end of the\n"
 "                          written data, in the same transaction\n"
 "   -c, --create           create PATH (mode 0666 less the umask) if it\n"

@@ -8,6 +8,7 @@
  *
  * SPDX-License-Identifier: MIT
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -164,15 +165,22 @@ int tool_parse_u64(const char *s, uint64_t *out)
 {
 	unsigned long long v;
 	unsigned shift = 0;
+	int base = 10;
 	char *end;
 
-	/* strtoull accepts a sign and negates: refuse it ourselves. */
-	while (*s == ' ' || *s == '\t')
-		s++;
-	if (*s < '0' || *s > '9')
+	/* Decimal unless it says 0x: "0100" is one hundred, as a user of dd
+	 * or head means it, not octal 64.  strtoull would also skip blanks
+	 * and take a sign (negating): only a digit may start the number. */
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		base = 16;
+		s += 2;
+		if (!isxdigit((unsigned char)*s))
+			return -1;
+	} else if (!isdigit((unsigned char)*s)) {
 		return -1;
+	}
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, base);
 	if (errno || end == s)
 		return -1;
 	switch (*end) {
@@ -187,6 +195,29 @@ int tool_parse_u64(const char *s, uint64_t *out)
 	if (shift && v > (UINT64_MAX >> shift))
 		return -1;
 	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int tool_parse_seconds(const char *s, double *out)
+{
+	size_t digits = strspn(s, "0123456789");
+	const char *p = s + digits;
+	char *end;
+
+	/* Digits with an optional fraction: strtod alone would also take
+	 * blanks, a sign, hex, exponents, "inf" and "nan". */
+	if (*p == '.') {
+		size_t frac = strspn(p + 1, "0123456789");
+
+		digits += frac;
+		p += 1 + frac;
+	}
+	if (!digits || *p != '\0')
+		return -1;
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno || *end != '\0')
+		return -1;
 	return 0;
 }
 

@@ -81,10 +81,19 @@ int tool_one_path(const struct tool_cmd *cmd, int argc, char **argv,
 /* Print the help of CMD on standard output.  Returns TOOL_EXIT_OK. */
 int tool_help(const struct tool_cmd *cmd);
 
-/* Parse a byte count or offset: decimal, 0x hex or 0 octal, optionally
- * followed by k, m, g, t (binary multiples; upper case too).  Returns 0,
- * or -1 for anything else (negative, junk, overflow). */
+/* Parse a byte count or offset, the one way every numeric option of the
+ * tool is read: decimal, or hex with a 0x prefix (a leading 0 is not
+ * octal), optionally followed by k, m, g, t (binary multiples; upper case
+ * too).  Returns 0, or -1 for anything else (blanks, a sign, junk,
+ * trailing garbage, overflow). */
 int tool_parse_u64(const char *s, uint64_t *out);
+
+/* Parse a duration in seconds: decimal digits with an optional fraction
+ * ("2", "0.5").  Returns 0, or -1 for anything else. */
+int tool_parse_seconds(const char *s, double *out);
+
+/* How a usage error describes what tool_parse_u64 takes. */
+#define TOOL_NUM_HINT "decimal, 0x for hex, suffix k, m, g or t"
 
 /* A short name for an enum oa_method value ("auto", "journal", ...), or
  * NULL for one this tool does not know. */
