@@ -120,6 +120,40 @@ static int open_parent(int dirfd, const char *path, char **base)
 	return fd;
 }
 
+/*
+ * PATH (relative to DIRFD) is a symbolic link: the path of the file it
+ * names, relative to DIRFD too (a relative target is relative to the link's
+ * directory), malloc'd.  NULL with errno (EINVAL: not a link).
+ */
+static char *link_target(int dirfd, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *t = malloc(PATH_MAX), *out;
+	ssize_t n;
+
+	if (!t) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	n = oa_sys->readlinkat(dirfd, path, t, PATH_MAX);
+	if (n < 0 || n >= PATH_MAX) {
+		if (n >= PATH_MAX)
+			errno = ENAMETOOLONG;
+		free(t);
+		return NULL;
+	}
+	t[n] = 0;
+	if (t[0] == '/' || !slash)
+		return t;
+	if (asprintf(&out, "%.*s%s", (int)(slash - path + 1), path, t) < 0) {
+		free(t);
+		errno = ENOMEM;
+		return NULL;
+	}
+	free(t);
+	return out;
+}
+
 static int open_target(struct oa_file *f, int dirfd, const char *path,
 		       int flags, mode_t mode, bool *created)
 {
@@ -127,7 +161,8 @@ static int open_target(struct oa_file *f, int dirfd, const char *path,
 	 * open; identify() then refuses it.  Regular files ignore the flag. */
 	int base = O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (flags & O_NOFOLLOW);
 	int acc = flags & O_ACCMODE;
-	int fd;
+	char *link = NULL;   /* the path followed from a dangling link */
+	int fd = -1;
 
 	*created = false;
 	for (int tries = 0; tries < 16; tries++) {
@@ -141,10 +176,10 @@ static int open_target(struct oa_file *f, int dirfd, const char *path,
 			if (fd >= 0) {
 				*created = true;
 				f->tfd_rw = am != O_RDONLY;
-				return fd;
+				goto out;
 			}
 			if (errno != EEXIST || (flags & O_EXCL))
-				return -1;
+				goto out;
 		}
 		fd = oa_xopenat(dirfd, path, base | am, 0);
 		if (fd < 0 && errno == EACCES && acc == O_WRONLY) {
@@ -153,13 +188,31 @@ static int open_target(struct oa_file *f, int dirfd, const char *path,
 		}
 		if (fd >= 0) {
 			f->tfd_rw = am != O_RDONLY;
-			return fd;
+			goto out;
 		}
 		if (errno != ENOENT || !(flags & O_CREAT))
-			return -1;
-		/* Deleted between our two tries: create again. */
+			goto out;
+		/* EEXIST, then ENOENT: a dangling symbolic link (O_EXCL made
+		 * no exception for it), which open(2) follows to create the
+		 * file it names; or the file was deleted between our two
+		 * tries: create again. */
+		char *next = link_target(dirfd, path);
+		if (next) {
+			free(link);
+			path = link = next;
+		} else if (errno != EINVAL && errno != ENOENT) {
+			goto out;
+		}
 	}
-	return -1;
+	if (link)
+		errno = ELOOP;   /* links to links, as open(2) gives up */
+out:
+	if (link) {
+		int e = errno;
+		free(link);
+		errno = e;
+	}
+	return fd;
 }
 
 static struct oa_file *handle_new(void)

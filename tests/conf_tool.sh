@@ -8,6 +8,8 @@
 #  - numbers are decimal (0x for hex): --offset 0100 is byte 100, and junk,
 #    signs, blanks, trailing garbage and overflow are usage errors (2) that
 #    change nothing; the same for bench's --reps and --budget;
+#  - a dangling symbolic link: replace and write --create create the file
+#    it names (beside the link for a relative one) and the link stays;
 #
 # timeout: 300
 #
@@ -109,6 +111,32 @@ for opt in "--kills 0x" "--kills 5k5" "--seed -3" "--think ' 1'"; do
 	rc=$?
 	[ $rc = 2 ] || fail "demo $opt: exit $rc, not 2"
 done
+
+# ---- 3. a dangling symbolic link -------------------------------------------
+
+ln -s made-by-replace L
+printf 'new\n' | "$OA" replace L || fail "replace through a dangling link"
+[ -L L ] || fail "replace: L is no longer a symbolic link"
+expect_file made-by-replace $'new\n' "replace through a dangling link"
+mkdir -p sub
+ln -s t sub/L	# relative: sub/t, not ./t
+printf 'w\n' | "$OA" write --create sub/L || fail "write --create through a dangling link"
+[ -L sub/L ] || fail "write --create: sub/L is no longer a symbolic link"
+expect_file sub/t $'w\n' "write --create through a relative dangling link"
+[ -e t ] && fail "write --create: the link's target made relative to ., not sub/"
+ln -s "$W/abs-target" sub/A
+printf 'a\n' | "$OA" write --create sub/A || fail "write --create through an absolute dangling link"
+expect_file abs-target $'a\n' "absolute dangling link"
+ln -s chain2 chain1
+ln -s chain3 chain2
+printf 'c\n' | "$OA" replace chain1 || fail "replace through two dangling links"
+expect_file chain3 $'c\n' "two dangling links"
+# not without --create, and not into a directory that is not there
+ln -s nothing-here N
+printf 'x\n' | "$OA" write N 2>/dev/null && fail "write without --create through a dangling link"
+ln -s no-dir/x ND
+printf 'x\n' | "$OA" replace ND 2>/dev/null && fail "replace into a missing directory"
+[ -e nothing-here ] || [ -e no-dir ] && fail "a refused write created something"
 
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"
