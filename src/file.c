@@ -33,12 +33,22 @@
 
 enum { P_WORK = 0, P_CHECK = OA_PURPOSE_CHECK, P_RECOVER = 2 };
 
-/* Does ".NAME.oaj-4095" fit in NAME_MAX for PATH's last component? */
-static bool journal_name_fits(const char *path)
+/* Does the longest journal name fit in NAME_MAX for PATH's last component:
+ * ".NAME.oaj-4095", or with a journal directory (JDIR), where the names
+ * carry the inode number in hex (set_prefix), ".NAME.<16 hex>.oaj-4095"? */
+static bool journal_name_fits(const char *path, bool jdir)
 {
 	const char *b = strrchr(path, '/');
 	b = b ? b + 1 : path;
-	return strlen(b) + sizeof(".oaj-4095") <= NAME_MAX;
+	return strlen(b) + sizeof(".oaj-4095") +
+	       (jdir ? sizeof(".ffffffffffffffff") - 1 : 0) <= NAME_MAX;
+}
+
+/* Does O (not yet checked) give a journal directory? */
+static bool opts_jdir(const struct oa_options *o)
+{
+	return o && o->size >= offsetof(struct oa_options, journal_dir) +
+			       sizeof(o->journal_dir) && o->journal_dir;
 }
 
 void oa_handle_free(struct oa_file *f)
@@ -348,7 +358,8 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (purpose == P_WORK && acc != O_RDONLY && !journal_name_fits(path)) {
+	if (purpose == P_WORK && acc != O_RDONLY &&
+	    !journal_name_fits(path, opts_jdir(o))) {
 		errno = ENAMETOOLONG;   /* before O_CREAT makes anything */
 		return NULL;
 	}

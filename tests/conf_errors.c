@@ -5,6 +5,8 @@
  *    pread(2), pwrite(2), ftruncate(2) manners), and a refused call changes
  *    nothing (no file created, the transaction as before); O_CREAT through
  *    a dangling symbolic link creates the file it names, as open(2) does;
+ *  - a name too long for the journal's names (with a journal directory:
+ *    ".NAME.<inode hex>.oaj-K") is refused before anything is created;
  *  - oa_options and oa_ioinfo are checked (size, method, max_txn_bytes),
  *    and oa_ioinfo fills in what it promises;
  *  - a journal damaged inside the committed data (after a crash left a
@@ -718,6 +720,35 @@ static void test_long_name(void)
 	CHECK_OK(oa_commit(f));
 	CHECK_OK(oa_close(f));
 	CHECK_FILE(path, "x", 1, 1);
+
+	/* With a journal directory the names are ".NAME.<inode hex>.oa" and
+	 * ".NAME.<inode hex>.oaj-K": a name that fits without the inode but
+	 * not with 16 hex digits of it is refused before anything is made. */
+	{
+		struct oa_options o = { .size = sizeof(o),
+					.journal_dir = tu_path("jdir") };
+
+		CHECK_OK(mkdir(o.journal_dir, 0755));
+		memset(name, 'j', 245);
+		name[245] = 0;
+		path = tu_path("%s", name);
+		CHECK_NULL_ERR(oa_open_opts(path, O_RDWR | O_CREAT, 0644, &o),
+			       ENAMETOOLONG);
+		CHECK(stat(path, &st) < 0 && errno == ENOENT);
+		CHECK(rmdir(o.journal_dir) == 0);   /* still empty */
+		CHECK_OK(mkdir(o.journal_dir, 0755));
+		name[228] = 0;   /* the longest that always fits */
+		path = tu_path("%s", name);
+		f = oa_open_opts(path, O_RDWR | O_CREAT, 0644, &o);
+		CHECKF(f, "oa_open_opts(228 bytes, journal_dir): %s",
+		       tu_errname(errno));
+		if (f) {
+			tu_oa_pwrite(f, "y", 1, 0);
+			CHECK_OK(oa_commit(f));
+			CHECK_OK(oa_close(f));
+		}
+		CHECK_FILE(path, "y", 1, 1);
+	}
 }
 
 int main(void)

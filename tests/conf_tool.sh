@@ -10,6 +10,8 @@
 #    change nothing; the same for bench's --reps and --budget;
 #  - a dangling symbolic link: replace and write --create create the file
 #    it names (beside the link for a relative one) and the link stays;
+#  - --journal-dir with a long NAME: refused (ENAMETOOLONG) before anything
+#    is created, if ".NAME.<16 hex digits>.oaj-4095" would not fit;
 #
 # timeout: 300
 #
@@ -137,6 +139,25 @@ printf 'x\n' | "$OA" write N 2>/dev/null && fail "write without --create through
 ln -s no-dir/x ND
 printf 'x\n' | "$OA" replace ND 2>/dev/null && fail "replace into a missing directory"
 [ -e nothing-here ] || [ -e no-dir ] && fail "a refused write created something"
+
+# ---- 4. --journal-dir and a long name --------------------------------------
+
+mkdir -p jd long
+# ".NAME.<inode>.oaj-0" no longer fits for 245 bytes with any inode of 3
+# hex digits or more, though ".NAME.oaj-4095" does.
+n245=$(printf '%0245d' 0 | tr 0 n)
+out=$(printf x | "$OA" write --create -J jd "long/$n245" 2>&1)
+rc=$?
+[ $rc = 1 ] || fail "long name with --journal-dir: exit $rc, not 1"
+case $out in *"too long"*) ;; *) fail "long name with --journal-dir: '$out'" ;; esac
+[ -z "$(ls -A long)$(ls -A jd)" ] || fail "long name with --journal-dir: created $(ls -A long jd | head -c 300)"
+printf x | "$OA" replace -J jd "long/$n245" 2>/dev/null && fail "replace, long name, --journal-dir"
+[ -z "$(ls -A long)$(ls -A jd)" ] || fail "replace with a long name created something"
+# 228 bytes: the longest that always fits
+n228=$(printf '%0228d' 0 | tr 0 m)
+printf x | "$OA" write --create -J jd "long/$n228" || fail "228-byte name with --journal-dir"
+expect_file "long/$n228" x "228-byte name with --journal-dir"
+rm -rf long jd
 
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"
