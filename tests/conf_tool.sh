@@ -12,6 +12,10 @@
 #    it names (beside the link for a relative one) and the link stays;
 #  - --journal-dir with a long NAME: refused (ENAMETOOLONG) before anything
 #    is created, if ".NAME.<16 hex digits>.oaj-4095" would not fit;
+#  - info --journal-dir on another file system than an XFS file: reflink
+#    and exchange false, the method neither clone nor exchange, and a
+#    forced clone fails (EXDEV) leaving the file as it was (needs root and
+#    loop devices; that part is left out, with a NOTE, otherwise);
 #
 # timeout: 300
 #
@@ -158,6 +162,64 @@ n228=$(printf '%0228d' 0 | tr 0 m)
 printf x | "$OA" write --create -J jd "long/$n228" || fail "228-byte name with --journal-dir"
 expect_file "long/$n228" x "228-byte name with --journal-dir"
 rm -rf long jd
+
+# ---- 5. info --journal-dir on another file system --------------------------
+
+json_field() { sed -n "s/^  \"$1\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p"; }
+
+xfs_part() {
+	local img=$W/xfs.img mnt=$W/mnt jd=$W/jd5 LOOP out
+	mkdir -p "$mnt" "$jd"
+	truncate -s 320M "$img" && mkfs_xfs "$img" ||
+		{ echo "NOTE: mkfs.xfs failed: no XFS part"; return; }
+	LOOP=$(losetup -f --show "$img") ||
+		{ echo "NOTE: losetup failed: no XFS part"; return; }
+	if ! mount_xfs "$LOOP" "$img" "$mnt"; then
+		losetup -d "$LOOP"
+		fail "mount XFS"
+		return
+	fi
+	printf 'xfs file\n' >"$mnt/f"
+	out=$("$OA" info --json "$mnt/f")
+	if [ "$(echo "$out" | json_field reflink)" != true ]; then
+		echo "NOTE: no reflink on this XFS: no XFS part"
+	else
+		out=$("$OA" info --json -J "$jd" "$mnt/f")
+		[ "$(echo "$out" | json_field reflink)" = false ] ||
+			fail "info -J (other fs): reflink not false"
+		[ "$(echo "$out" | json_field exchange)" = false ] ||
+			fail "info -J (other fs): exchange not false"
+		case $(echo "$out" | json_field method) in
+		clone|exchange) fail "info -J (other fs): method $(echo "$out" | json_field method)" ;;
+		esac
+		"$OA" info -J "$jd" "$mnt/f" | grep -q '^reflink works  *no$' ||
+			fail "info -J (other fs): table says reflink works"
+		# AUTO: the journal; forced clone or exchange: EXDEV
+		printf 'AUTO\n' | OATOMIC_METHOD= "$OA" write -t -J "$jd" "$mnt/f" ||
+			fail "write -J (other fs) under AUTO"
+		expect_file "$mnt/f" $'AUTO\n' "write -J (other fs) under AUTO"
+		for m in clone exchange; do
+			out=$(printf 'FORCED\n' | OATOMIC_METHOD=$m "$OA" write -J "$jd" "$mnt/f" 2>&1)
+			rc=$?
+			[ $rc = 1 ] || fail "forced $m, journal on another fs: exit $rc"
+			case $out in *cross-device*) ;;
+			*) fail "forced $m, journal on another fs: '$out'" ;; esac
+			expect_file "$mnt/f" $'AUTO\n' "forced $m, journal on another fs"
+		done
+		# the same directory as the file: reflink still seen
+		out=$("$OA" info --json -J "$mnt" "$mnt/f")
+		[ "$(echo "$out" | json_field reflink)" = true ] ||
+			fail "info -J (same fs): reflink not true"
+	fi
+	umount "$mnt" || umount -l "$mnt"
+	losetup -d "$LOOP"
+}
+
+if out=$(need_loop_mounts mkfs.xfs); then
+	xfs_part
+else
+	echo "NOTE: no XFS part: ${out#SKIP: }"
+fi
 
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"

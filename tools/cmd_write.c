@@ -101,6 +101,12 @@ static int open_error(const char *path, const char *jdir, int err)
 		return tool_errorf(path, "%s (cannot create the journal in %s; "
 				   "see --journal-dir)", strerror(err),
 				   jdir ? jdir : "its directory");
+	/* the library's EXDEV: a forced clone or exchange method
+	 * (OATOMIC_METHOD) with the journal on another file system */
+	if (err == EXDEV && jdir)
+		return tool_errorf(path, "%s (the journal directory %s is on "
+				   "another file system: no clone or exchange "
+				   "method)", strerror(err), jdir);
 	return tool_error_jdir(path, jdir, NULL, err);
 }
 
