@@ -16,6 +16,11 @@
 #    and exchange false, the method neither clone nor exchange, and a
 #    forced clone fails (EXDEV) leaving the file as it was (needs root and
 #    loop devices; that part is left out, with a NOTE, otherwise);
+#  - recover --all / check --all: files in nested directories, some with a
+#    commit a SIGKILLed writer left unapplied: check --all lists exactly
+#    those (exit 1), recover --all settles them, check --all is then clean;
+#    a control file whose file is gone is reported (recover 1, check 2);
+#    a journal directory's control files are used only with --journal-dir.
 #
 # timeout: 300
 #
@@ -220,6 +225,99 @@ if out=$(need_loop_mounts mkfs.xfs); then
 else
 	echo "NOTE: no XFS part: ${out#SKIP: }"
 fi
+
+# ---- 6. recover --all and check --all --------------------------------------
+
+# kill_commit FILE DATA [OPTS]: a writer SIGKILLed with its commit durable
+# in the journal and nothing applied (OA_KP_FLUSHED).
+kill_commit() {
+	(printf '%s\n' "$2" | OATOMIC_KILLPOINT=2 "$OA" write "${@:3}" "$1") 2>/dev/null
+	[ $? = 137 ] || fail "kill_commit $1: the writer was not killed at the kill point"
+}
+
+mkdir -p tree/a/b/c tree/d tree/e
+for f in tree/top tree/a/one tree/a/b/two tree/a/b/c/three tree/d/four tree/e/five; do
+	printf 'old\n' >"$f"
+	printf 'v1\n' | "$OA" write --truncate "$f" || fail "write $f"
+done
+printf 'never\n' >tree/d/plain		# never used with oatomic
+kill_commit tree/a/one 'P1'
+kill_commit tree/a/b/c/three 'P3'
+kill_commit tree/e/five 'P5'
+expect_file tree/a/one $'v1\n' "a killed commit was applied"
+
+out=$("$OA" check --all tree)
+rc=$?
+[ $rc = 1 ] || fail "check --all with pending commits: exit $rc, not 1"
+listed=$(echo "$out" | cut -d: -f1 | sort -u | tr '\n' ' ')
+[ "$listed" = "tree/a/b/c/three tree/a/one tree/e/five " ] ||
+	fail "check --all listed '$listed'"
+echo "$out" | grep -q 'tree/a/one: .*committed' || fail "check --all: no finding for tree/a/one: $out"
+
+out=$("$OA" recover --all tree)
+rc=$?
+[ $rc = 0 ] || fail "recover --all: exit $rc"
+[ "$(echo "$out" | sort | tr '\n' ' ')" = "tree/a/b/c/three: recovered tree/a/one: recovered tree/e/five: recovered " ] ||
+	fail "recover --all printed '$out'"
+expect_file tree/a/one $'P1\n' "recover --all"
+expect_file tree/a/b/c/three $'P3\n' "recover --all"
+expect_file tree/e/five $'P5\n' "recover --all"
+expect_file tree/a/b/two $'v1\n' "recover --all (nothing pending)"
+expect_file tree/d/plain $'never\n' "recover --all (never used)"
+out=$("$OA" check --all tree)
+rc=$?
+[ $rc = 0 ] && [ -z "$out" ] || fail "check --all after recover --all: exit $rc, '$out'"
+
+# A symbolic link is not followed, nor is another tree's file reported.
+mkdir -p other
+printf 'o\n' | "$OA" write --create other/x
+kill_commit other/x 'OX'
+ln -s ../other tree/link
+out=$("$OA" check --all tree)
+[ $? = 0 ] && [ -z "$out" ] || fail "check --all followed a symbolic link: '$out'"
+"$OA" recover --all other >/dev/null || fail "recover --all other"
+expect_file other/x $'OX\n' "recover --all other"
+
+# A control file whose file is gone: reported, a failure.
+mkdir -p gone
+printf 'g\n' | "$OA" write --create gone/g
+kill_commit gone/g 'G'
+printf 'k\n' | "$OA" write --create gone/keep
+kill_commit gone/keep 'K'
+g_ino=$(ino gone/g)
+rm gone/g
+out=$("$OA" check --all gone 2>&1)
+rc=$?
+[ $rc = 2 ] || fail "check --all with a file gone: exit $rc, not 2"
+case $out in *"control file gone/.g.oa: its file (inode $g_ino) was not found under gone"*) ;;
+*) fail "check --all with a file gone: '$out'" ;; esac
+case $out in *"gone/keep: "*committed*) ;; *) fail "check --all with a file gone: keep not listed: '$out'" ;; esac
+out=$("$OA" recover --all gone 2>&1)
+rc=$?
+[ $rc = 1 ] || fail "recover --all with a file gone: exit $rc, not 1"
+case $out in *"was not found under gone"*) ;; *) fail "recover --all, file gone: '$out'" ;; esac
+expect_file gone/keep $'K\n' "recover --all with a file gone elsewhere"
+
+# A journal directory's control files (.NAME.INO.oa): only with -J.
+mkdir -p jt/files jt/jd
+printf 'j\n' | "$OA" write --create -J jt/jd jt/files/j
+kill_commit jt/files/j 'J' -J jt/jd
+out=$("$OA" check --all jt)
+[ $? = 0 ] && [ -z "$out" ] || fail "check --all took a journal directory's control file: '$out'"
+out=$("$OA" check --all -J jt/jd jt/files)
+[ $? = 1 ] || fail "check --all -J: exit not 1: '$out'"
+case $out in "jt/files/j: "*committed*) ;; *) fail "check --all -J: '$out'" ;; esac
+out=$("$OA" recover --all -J jt/jd jt/files)
+[ $? = 0 ] && [ "$out" = "jt/files/j: recovered" ] || fail "recover --all -J: '$out'"
+expect_file jt/files/j $'J\n' "recover --all -J"
+
+# Usage
+"$OA" recover --all 2>/dev/null
+[ $? = 2 ] || fail "recover --all without DIR: not a usage error"
+"$OA" check --all std >/dev/null 2>&1
+[ $? = 2 ] || fail "check --all on a regular file: not 2"
+"$OA" help recover | grep -q -- '--all' || fail "recover's help does not document --all"
+"$OA" help check | grep -q -- '--all' || fail "check's help does not document --all"
 
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"

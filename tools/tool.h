@@ -15,6 +15,7 @@
 #define OATOMIC_TOOL_H
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define TOOL_EXIT_OK	0
@@ -94,6 +95,27 @@ int tool_parse_seconds(const char *s, double *out);
 
 /* How a usage error describes what tool_parse_u64 takes. */
 #define TOOL_NUM_HINT "decimal, 0x for hex, suffix k, m, g or t"
+
+/* A control file found under a tree (tree.c) and the file it belongs to. */
+struct tool_ctl {
+	char *ctl;	/* the control file's path */
+	char *path;	/* its file's path; NULL: see why */
+	char *why;	/* a one-line reason the file cannot be settled */
+	uint64_t ino;	/* the inode number its header records */
+};
+
+/*
+ * Find the library's control files under DIR (beside their files, a walk
+ * that stays on DIR's file system and follows no symbolic link), or, with
+ * JDIR, those in the journal directory JDIR, and match each with its file
+ * under DIR.  Control files of a journal directory met in the walk are
+ * skipped without JDIR.  Returns 0 with *OUT (*N entries, sorted by control
+ * file; tool_ctls_free them) and *ERRORS the directories that could not be
+ * read (reported), or -1 after reporting why nothing could be walked.
+ */
+int tool_find_ctls(const char *dir, const char *jdir, struct tool_ctl **out,
+		   size_t *n, int *errors);
+void tool_ctls_free(struct tool_ctl *c, size_t n);
 
 /* A short name for an enum oa_method value ("auto", "journal", ...), or
  * NULL for one this tool does not know. */
