@@ -33,12 +33,22 @@
 
 enum { P_WORK = 0, P_CHECK = OA_PURPOSE_CHECK, P_RECOVER = 2 };
 
-/* Does ".NAME.oaj-4095" fit in NAME_MAX for PATH's last component? */
-static bool journal_name_fits(const char *path)
+/* Does the longest journal name fit in NAME_MAX for PATH's last component:
+ * ".NAME.oaj-4095", or with a journal directory (JDIR), where the names
+ * carry the inode number in hex (set_prefix), ".NAME.<16 hex>.oaj-4095"? */
+static bool journal_name_fits(const char *path, bool jdir)
 {
 	const char *b = strrchr(path, '/');
 	b = b ? b + 1 : path;
-	return strlen(b) + sizeof(".oaj-4095") <= NAME_MAX;
+	return strlen(b) + sizeof(".oaj-4095") +
+	       (jdir ? sizeof(".ffffffffffffffff") - 1 : 0) <= NAME_MAX;
+}
+
+/* Does O (not yet checked) give a journal directory? */
+static bool opts_jdir(const struct oa_options *o)
+{
+	return o && o->size >= offsetof(struct oa_options, journal_dir) +
+			       sizeof(o->journal_dir) && o->journal_dir;
 }
 
 /* Drop the handle's OFD locks by hand before closing: a forked child may
@@ -134,6 +144,40 @@ static int open_parent(int dirfd, const char *path, char **base)
 	return fd;
 }
 
+/*
+ * PATH (relative to DIRFD) is a symbolic link: the path of the file it
+ * names, relative to DIRFD too (a relative target is relative to the link's
+ * directory), malloc'd.  NULL with errno (EINVAL: not a link).
+ */
+static char *link_target(int dirfd, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *t = malloc(PATH_MAX), *out;
+	ssize_t n;
+
+	if (!t) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	n = oa_sys->readlinkat(dirfd, path, t, PATH_MAX);
+	if (n < 0 || n >= PATH_MAX) {
+		if (n >= PATH_MAX)
+			errno = ENAMETOOLONG;
+		free(t);
+		return NULL;
+	}
+	t[n] = 0;
+	if (t[0] == '/' || !slash)
+		return t;
+	if (asprintf(&out, "%.*s%s", (int)(slash - path + 1), path, t) < 0) {
+		free(t);
+		errno = ENOMEM;
+		return NULL;
+	}
+	free(t);
+	return out;
+}
+
 static int open_target(struct oa_file *f, int dirfd, const char *path,
 		       int flags, mode_t mode, bool *created)
 {
@@ -141,7 +185,8 @@ static int open_target(struct oa_file *f, int dirfd, const char *path,
 	 * open; identify() then refuses it.  Regular files ignore the flag. */
 	int base = O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (flags & O_NOFOLLOW);
 	int acc = flags & O_ACCMODE;
-	int fd;
+	char *link = NULL;   /* the path followed from a dangling link */
+	int fd = -1;
 
 	*created = false;
 	for (int tries = 0; tries < 16; tries++) {
@@ -155,10 +200,10 @@ static int open_target(struct oa_file *f, int dirfd, const char *path,
 			if (fd >= 0) {
 				*created = true;
 				f->tfd_rw = am != O_RDONLY;
-				return fd;
+				goto out;
 			}
 			if (errno != EEXIST || (flags & O_EXCL))
-				return -1;
+				goto out;
 		}
 		fd = oa_xopenat(dirfd, path, base | am, 0);
 		if (fd < 0 && errno == EACCES && acc == O_WRONLY) {
@@ -167,13 +212,31 @@ static int open_target(struct oa_file *f, int dirfd, const char *path,
 		}
 		if (fd >= 0) {
 			f->tfd_rw = am != O_RDONLY;
-			return fd;
+			goto out;
 		}
 		if (errno != ENOENT || !(flags & O_CREAT))
-			return -1;
-		/* Deleted between our two tries: create again. */
+			goto out;
+		/* EEXIST, then ENOENT: a dangling symbolic link (O_EXCL made
+		 * no exception for it), which open(2) follows to create the
+		 * file it names; or the file was deleted between our two
+		 * tries: create again. */
+		char *next = link_target(dirfd, path);
+		if (next) {
+			free(link);
+			path = link = next;
+		} else if (errno != EINVAL && errno != ENOENT) {
+			goto out;
+		}
 	}
-	return -1;
+	if (link)
+		errno = ELOOP;   /* links to links, as open(2) gives up */
+out:
+	if (link) {
+		int e = errno;
+		free(link);
+		errno = e;
+	}
+	return fd;
 }
 
 static struct oa_file *handle_new(void)
@@ -333,7 +396,8 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (purpose == P_WORK && acc != O_RDONLY && !journal_name_fits(path)) {
+	if (purpose == P_WORK && acc != O_RDONLY &&
+	    !journal_name_fits(path, opts_jdir(o))) {
 		errno = ENAMETOOLONG;   /* before O_CREAT makes anything */
 		return NULL;
 	}

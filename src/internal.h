@@ -217,6 +217,9 @@ struct oa_caps {
 	 * dev_atomic_max); beyond it the file system writes out of place */
 	uint32_t awu_hw;
 	bool reflink, exchange, rwf_atomic;
+	/* the file system can clone or exchange, but the journal directory
+	 * is on another one: reflink and exchange were cleared (ioinfo.c) */
+	bool xdev;
 };
 int oa_caps_get(struct oa_file *f, struct oa_caps *c);
 

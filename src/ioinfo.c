@@ -382,6 +382,21 @@ static void probes(struct oa_file *f, const struct fs_key *k, size_t blk,
 
 /* ---- what the file system can do ---- */
 
+/*
+ * Is F's journal directory on another file system than the file (ST)?
+ * Then the handle may neither clone nor exchange: no block can be cloned
+ * from the journal into the file (EXDEV), and the exchange method would
+ * make its shadow in the file's directory, the place a journal directory
+ * keeps the library's files out of (it may not even be writable).
+ */
+static bool journal_elsewhere(struct oa_file *f, const struct stat *st)
+{
+	struct stat d;
+
+	return f->dfd >= 0 && f->dfd != f->tdirfd &&
+	       oa_xfstat(f->dfd, &d) == 0 && d.st_dev != st->st_dev;
+}
+
 int oa_caps_get(struct oa_file *f, struct oa_caps *c)
 {
 	struct statfs sfs;
@@ -433,6 +448,10 @@ int oa_caps_get(struct oa_file *f, struct oa_caps *c)
 	probes(f, &key, blk, c->awu_min, c->dio_mem, &p);
 	c->reflink = p.reflink == P_YES;
 	c->exchange = p.exchange == P_YES;
+	if (journal_elsewhere(f, &st) && (c->reflink || c->exchange)) {
+		c->reflink = c->exchange = false;
+		c->xdev = true;
+	}
 	c->rwf_atomic = p.rwf_atomic == P_YES;
 	/* the part of the unit the device does itself (dev_atomic_max) */
 	c->awu_hw = c->awu_max;

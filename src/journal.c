@@ -6,6 +6,7 @@
 
 #include "crc32c.h"
 #include "internal.h"
+#include "oatomic-private.h"
 
 void oa_slot_encode(unsigned char out[OA_SLOT_BYTES], const char *magic,
 		    const struct oa_slot *s)
@@ -129,4 +130,17 @@ uint64_t oa_random64(void)
 	while (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
 		;
 	return v ? v : 1;
+}
+
+int oa__ctl_ino(int fd, uint64_t *ino)
+{
+	struct oa_slot s;
+	int r = oa_slots_read(fd, OA_CTL_MAGIC, &s);
+
+	if (r == 1)
+		errno = EUCLEAN;   /* a control file is created written */
+	if (r != 0)
+		return -1;
+	*ino = s.ino;
+	return 0;
 }

@@ -172,7 +172,10 @@ int oa_method_resolve(struct oa_file *f)
 	default:
 		break;
 	}
-	errno = EOPNOTSUPP;
+	/* A forced clone or exchange that only the journal directory's being
+	 * on another file system prevents: say that, not "unsupported". */
+	errno = c.xdev && (m == OA_METHOD_CLONE || m == OA_METHOD_EXCHANGE)
+		? EXDEV : EOPNOTSUPP;
 	return -1;
 }
 

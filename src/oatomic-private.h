@@ -6,6 +6,7 @@
 #ifndef OATOMIC_PRIVATE_H
 #define OATOMIC_PRIVATE_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include "oatomic.h"
 #include "sys.h"
@@ -32,6 +33,12 @@ int oa__check(const char *path, const char *jdir, FILE *out);
 
 /* oa__recover_opts - oa_recover() with the journal in JDIR (NULL: beside). */
 int oa__recover_opts(const char *path, const char *jdir);
+
+/* The inode number a control file (.NAME.oa, open as FD) was made for,
+ * from its current header slot: lets `oatomic recover --all` match control
+ * files found in a tree with their files.  0, or -1 (EUCLEAN: no readable
+ * slot; or the read error). */
+int oa__ctl_ino(int fd, uint64_t *ino);
 
 /* Test hook: make the next commit of any handle stop dead (raise SIGKILL on
  * itself) at point N of the protocol (see internal.h, OA_KP_*); 0 off.

@@ -3,7 +3,10 @@
  *
  *  - wrong arguments get the errno the POSIX call would give (open(2),
  *    pread(2), pwrite(2), ftruncate(2) manners), and a refused call changes
- *    nothing (no file created, the transaction as before);
+ *    nothing (no file created, the transaction as before); O_CREAT through
+ *    a dangling symbolic link creates the file it names, as open(2) does;
+ *  - a name too long for the journal's names (with a journal directory:
+ *    ".NAME.<inode hex>.oaj-K") is refused before anything is created;
  *  - oa_options and oa_ioinfo are checked (size, method, max_txn_bytes),
  *    and oa_ioinfo fills in what it promises;
  *  - a journal damaged inside the committed data (after a crash left a
@@ -97,6 +100,45 @@ static void test_open_errors(void)
 
 	/* The target is untouched by all of that. */
 	CHECK_FILE(file, b, sizeof(b), sizeof(b));
+}
+
+/* O_CREAT through a dangling symbolic link creates the file it names, as
+ * open(2) does (relative to the link's directory), and the link stays; with
+ * O_EXCL or O_NOFOLLOW the link is in the way: EEXIST, ELOOP. */
+static void test_dangling_link(void)
+{
+	const char *sub = tu_path("sub"), *link = tu_path("sub/dangling");
+	const char *made = tu_path("sub/made"), *abs = tu_path("abs");
+	struct stat st;
+	oa_file *f;
+
+	CHECK_OK(mkdir(sub, 0755));
+	CHECK_OK(symlink("made", link));
+	CHECK_NULL_ERR(oa_open(link, O_RDWR | O_CREAT | O_EXCL, 0644), EEXIST);
+	CHECK_NULL_ERR(oa_open(link, O_RDWR | O_CREAT | O_NOFOLLOW, 0644),
+		       ELOOP);
+	CHECK_NULL_ERR(oa_open(link, O_RDWR, 0), ENOENT);
+	CHECK(stat(made, &st) < 0 && errno == ENOENT);
+	f = oa_open(link, O_RDWR | O_CREAT, 0644);
+	CHECKF(f, "oa_open(dangling link, O_CREAT): %s", tu_errname(errno));
+	if (f) {
+		tu_oa_pwrite(f, "via link", 8, 0);
+		CHECK_OK(oa_commit(f));
+		CHECK_OK(oa_close(f));
+	}
+	CHECK_FILE(made, "via link", 8, 8);
+	CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+	CHECK(stat(tu_path("made"), &st) < 0 && errno == ENOENT);
+	/* an absolute target; O_WRONLY; a link to a missing directory */
+	CHECK_OK(symlink(abs, tu_path("sub/to-abs")));
+	f = oa_open(tu_path("sub/to-abs"), O_WRONLY | O_CREAT, 0600);
+	CHECKF(f, "oa_open(link to absolute, O_CREAT): %s", tu_errname(errno));
+	if (f)
+		CHECK_OK(oa_close(f));
+	CHECK(stat(abs, &st) == 0 && S_ISREG(st.st_mode));
+	CHECK_OK(symlink("nodir/x", tu_path("sub/to-nodir")));
+	CHECK_NULL_ERR(oa_open(tu_path("sub/to-nodir"), O_RDWR | O_CREAT, 0644),
+		       ENOENT);
 }
 
 /* As another user: EACCES. */
@@ -679,6 +721,35 @@ static void test_long_name(void)
 	CHECK_OK(oa_commit(f));
 	CHECK_OK(oa_close(f));
 	CHECK_FILE(path, "x", 1, 1);
+
+	/* With a journal directory the names are ".NAME.<inode hex>.oa" and
+	 * ".NAME.<inode hex>.oaj-K": a name that fits without the inode but
+	 * not with 16 hex digits of it is refused before anything is made. */
+	{
+		struct oa_options o = { .size = sizeof(o),
+					.journal_dir = tu_path("jdir") };
+
+		CHECK_OK(mkdir(o.journal_dir, 0755));
+		memset(name, 'j', 245);
+		name[245] = 0;
+		path = tu_path("%s", name);
+		CHECK_NULL_ERR(oa_open_opts(path, O_RDWR | O_CREAT, 0644, &o),
+			       ENAMETOOLONG);
+		CHECK(stat(path, &st) < 0 && errno == ENOENT);
+		CHECK(rmdir(o.journal_dir) == 0);   /* still empty */
+		CHECK_OK(mkdir(o.journal_dir, 0755));
+		name[228] = 0;   /* the longest that always fits */
+		path = tu_path("%s", name);
+		f = oa_open_opts(path, O_RDWR | O_CREAT, 0644, &o);
+		CHECKF(f, "oa_open_opts(228 bytes, journal_dir): %s",
+		       tu_errname(errno));
+		if (f) {
+			tu_oa_pwrite(f, "y", 1, 0);
+			CHECK_OK(oa_commit(f));
+			CHECK_OK(oa_close(f));
+		}
+		CHECK_FILE(path, "y", 1, 1);
+	}
 }
 
 int main(void)
@@ -686,6 +757,7 @@ int main(void)
 	tu_alarm(240);
 	tu_pin_journal();   /* the crash cases aim at the journal protocol */
 	test_open_errors();
+	test_dangling_link();
 	test_eacces();
 	test_handle_errors();
 	test_options();

@@ -62,7 +62,6 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 	};
 	struct bench_opts o = { .format = BF_TABLE };
 	uint64_t v;
-	char *end;
 	int opt, rc;
 
 	while ((opt = getopt_long(argc, argv, ":d:qf:m:b:w:r:s:t:kh", longopts,
@@ -124,8 +123,8 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			o.max_size = v;
 			break;
 		case 't':
-			o.budget = strtod(optarg, &end);
-			if (*end || !(o.budget > 0))
+			if (tool_parse_seconds(optarg, &o.budget) < 0 ||
+			    !(o.budget > 0))
 				return tool_usage(cmd, "--budget: seconds, not "
 						  "'%s'", optarg);
 			break;
@@ -172,7 +171,9 @@ const struct tool_cmd bench_cmd = {
 " --quick cuts every range to a couple of small points (well under a\n"
 " minute); --max-size caps file and transaction sizes; --budget caps the\n"
 " seconds of one run of one alternative (it stops early, after a few\n"
-" commits, and the per-commit figures stay comparable).\n"
+" commits, and the per-commit figures stay comparable).  Numbers are\n"
+" decimal (0x for hex; SIZE may end in k, m, g, t); SECONDS is decimal\n"
+" with an optional fraction.\n"
 "\n"
 " Alternatives: oatomic once per method (--method auto,journal,clone,\n"
 " exchange,kernel; default all, a method the file system cannot do prints\n"

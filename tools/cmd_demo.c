@@ -804,6 +804,8 @@ const struct tool_cmd demo_cmd = {
 "   -K, --keep       keep the scratch directory\n"
 "   -v, --verbose    describe every torn or lost state\n"
 "\n"
+" Numbers are decimal, or hex after 0x.\n"
+"\n"
 " Example:\n"
 "   oatomic demo --kills 500 --dir /mnt/xfs --seed 7\n",
 };

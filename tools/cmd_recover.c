@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "oatomic.h"
 #include "oatomic-private.h"
@@ -18,25 +19,31 @@
 
 static const struct option jdir_longopts[] = {
 	{ "journal-dir", required_argument, NULL, 'J' },
+	{ "all", no_argument, NULL, 'a' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
 
 /*
  * Parse the options recover and check share.  Returns -1 to go on (with
- * *JDIR set and optind at the first PATH), or the exit status to return.
+ * *JDIR and *ALL set and optind at the first PATH), or the exit status to
+ * return.
  */
 static int parse_jdir(const struct tool_cmd *cmd, int argc, char **argv,
-		      const char **jdir)
+		      const char **jdir, int *all)
 {
 	int opt;
 
 	*jdir = NULL;
-	while ((opt = getopt_long(argc, argv, ":J:h", jdir_longopts,
+	*all = 0;
+	while ((opt = getopt_long(argc, argv, ":J:ah", jdir_longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'J':
 			*jdir = optarg;
+			break;
+		case 'a':
+			*all = 1;
 			break;
 		case 'h':
 			return tool_help(cmd);
@@ -45,54 +52,140 @@ static int parse_jdir(const struct tool_cmd *cmd, int argc, char **argv,
 		}
 	}
 	if (optind == argc)
-		return tool_usage(cmd, "missing PATH");
+		return tool_usage(cmd, *all ? "missing DIR" : "missing PATH");
 	return -1;
+}
+
+/* Recover PATH; report a failure on one line.  Returns 0 or TOOL_EXIT_ERR. */
+static int recover_one(const char *path, const char *jdir)
+{
+	int ret = jdir ? oa__recover_opts(path, jdir) : oa_recover(path);
+
+	return ret < 0 ? tool_error_jdir(path, jdir, NULL, errno) : 0;
+}
+
+/*
+ * Check PATH: its findings to OUT, a failure to check it on standard error.
+ * Returns the CHECK_* status.
+ */
+static int check_one(const char *path, const char *jdir, FILE *out)
+{
+	int ret = oa__check(path, jdir, out);
+
+	fflush(out);	/* keep findings and errors in order */
+	if (ret < 0) {
+		/* A file that could not be checked cannot be called safe:
+		 * count it with the worst. */
+		if (errno == EPERM)
+			tool_errorf(path, "control file or journal owned by "
+				    "another user or writable by others: not "
+				    "replayed");
+		else if (errno == EUCLEAN)
+			tool_errorf(path, "damaged journal");
+		else
+			tool_error_jdir(path, jdir, NULL, errno);
+		return CHECK_BAD;
+	}
+	return ret > CHECK_BAD ? CHECK_BAD : ret;
+}
+
+/* --all: one file found under a tree.  Settles it (RECOVER) or reports on
+ * it; prints a line only for a file that had something to settle or
+ * report.  Returns TOOL_EXIT_* (recover) or CHECK_* (check). */
+static int all_one(const struct tool_ctl *c, const char *jdir, int recover)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m;
+	int ret;
+
+	if (!c->path) {
+		tool_errorf(NULL, "%s", c->why);
+		return recover ? TOOL_EXIT_ERR : CHECK_BAD;
+	}
+	if (recover) {
+		/* Recovery settles every file (a torn last commit too); a
+		 * line says which ones had committed work waiting. */
+		int pending = oa__check(c->path, jdir, NULL);
+
+		if (recover_one(c->path, jdir))
+			return TOOL_EXIT_ERR;
+		if (pending > 0)
+			printf("%s: recovered\n", c->path);
+		return TOOL_EXIT_OK;
+	}
+	/* Only files with a finding are listed: hold the lines until the
+	 * status is known. */
+	m = open_memstream(&buf, &len);
+	if (!m) {
+		tool_error(c->path, NULL, errno);
+		return CHECK_BAD;
+	}
+	ret = check_one(c->path, jdir, m);
+	fclose(m);
+	if (ret != CHECK_CLEAN)
+		fputs(buf, stdout);
+	fflush(stdout);
+	free(buf);
+	return ret;
+}
+
+/* recover --all / check --all over the trees ARGV[optind..]. */
+static int all_f(int argc, char **argv, const char *jdir, int recover)
+{
+	int worst = 0;
+
+	for (int i = optind; i < argc; i++) {
+		struct tool_ctl *c;
+		size_t n;
+		int errors = 0;
+
+		if (tool_find_ctls(argv[i], jdir, &c, &n, &errors) < 0) {
+			worst = recover ? TOOL_EXIT_ERR : CHECK_BAD;
+			continue;
+		}
+		if (errors)	/* a directory unread: not all settled */
+			worst = recover ? TOOL_EXIT_ERR : CHECK_BAD;
+		for (size_t k = 0; k < n; k++) {
+			int ret = all_one(&c[k], jdir, recover);
+
+			if (ret > worst)
+				worst = ret;
+		}
+		tool_ctls_free(c, n);
+	}
+	return worst;
 }
 
 static int recover_f(const struct tool_cmd *cmd, int argc, char **argv)
 {
 	const char *jdir;
-	int ret, status = TOOL_EXIT_OK;
+	int all, ret, status = TOOL_EXIT_OK;
 
-	ret = parse_jdir(cmd, argc, argv, &jdir);
+	ret = parse_jdir(cmd, argc, argv, &jdir, &all);
 	if (ret >= 0)
 		return ret;
+	if (all)
+		return all_f(argc, argv, jdir, 1);
 	/* Each path on its own: one that fails does not stop the rest. */
-	for (int i = optind; i < argc; i++) {
-		ret = jdir ? oa__recover_opts(argv[i], jdir)
-			   : oa_recover(argv[i]);
-		if (ret < 0)
-			status = tool_error_jdir(argv[i], jdir, NULL, errno);
-	}
+	for (int i = optind; i < argc; i++)
+		if (recover_one(argv[i], jdir))
+			status = TOOL_EXIT_ERR;
 	return status;
 }
 
 static int check_f(const struct tool_cmd *cmd, int argc, char **argv)
 {
 	const char *jdir;
-	int ret, worst = CHECK_CLEAN;
+	int all, ret, worst = CHECK_CLEAN;
 
-	ret = parse_jdir(cmd, argc, argv, &jdir);
+	ret = parse_jdir(cmd, argc, argv, &jdir, &all);
 	if (ret >= 0)
 		return ret;
+	if (all)
+		return all_f(argc, argv, jdir, 0);
 	for (int i = optind; i < argc; i++) {
-		ret = oa__check(argv[i], jdir, stdout);
-		fflush(stdout);	/* keep findings and errors in order */
-		if (ret < 0) {
-			/* A file that could not be checked cannot be called
-			 * safe: count it with the worst. */
-			if (errno == EPERM)
-				tool_errorf(argv[i], "control file or journal "
-					    "owned by another user or writable "
-					    "by others: not replayed");
-			else if (errno == EUCLEAN)
-				tool_errorf(argv[i], "damaged journal");
-			else
-				tool_error_jdir(argv[i], jdir, NULL, errno);
-			ret = CHECK_BAD;
-		} else if (ret > CHECK_BAD) {
-			ret = CHECK_BAD;
-		}
+		ret = check_one(argv[i], jdir, stdout);
 		if (ret > worst)
 			worst = ret;
 	}
@@ -102,7 +195,7 @@ static int check_f(const struct tool_cmd *cmd, int argc, char **argv)
 const struct tool_cmd recover_cmd = {
 	.name = "recover",
 	.func = recover_f,
-	.args = "[--journal-dir DIR] PATH...",
+	.args = "[--journal-dir DIR] PATH... | --all [--journal-dir JDIR] DIR...",
 	.oneline = "finish or discard what a crash left behind for each PATH",
 	.help =
 " For each PATH, applies the transactions a crash left committed in its\n"
@@ -114,17 +207,31 @@ const struct tool_cmd recover_cmd = {
 " line and the others are still recovered; the exit status is 1 if any\n"
 " failed.  A damaged journal is never applied (see oatomic check).\n"
 "\n"
+" With --all, the operands are directories: every file under each DIR that\n"
+" has a control file (.NAME.oa) is recovered, without naming the files.\n"
+" The walk stays on DIR's file system and follows no symbolic link; a\n"
+" control file belongs to NAME beside it if that is the inode its header\n"
+" records, else to the file of that inode under DIR.  One line is printed\n"
+" per file that had committed work to apply (\"PATH: recovered\") or that\n"
+" failed, among them a control file whose file is not found under DIR or\n"
+" was renamed since; the exit status is 1 if any failed.  Control files of\n"
+" a journal directory (.NAME.INO.oa) are skipped, unless --journal-dir\n"
+" JDIR is given: then those in JDIR are the ones used, and their files\n"
+" are looked up under DIR by inode.\n"
+"\n"
 " Options:\n"
+"   -a, --all              the operands are directory trees (see above)\n"
 "   -J, --journal-dir DIR  the journals are in DIR, not beside each PATH\n"
 "\n"
 " Example:\n"
-"   oatomic recover /var/lib/app/*.db\n",
+"   oatomic recover /var/lib/app/*.db\n"
+"   oatomic recover --all /var/lib/app\n",
 };
 
 const struct tool_cmd check_cmd = {
 	.name = "check",
 	.func = check_f,
-	.args = "[--journal-dir DIR] PATH...",
+	.args = "[--journal-dir DIR] PATH... | --all [--journal-dir JDIR] DIR...",
 	.oneline = "report pending or damaged journals of each PATH, "
 		   "changing nothing",
 	.help =
@@ -137,10 +244,18 @@ const struct tool_cmd check_cmd = {
 "   2  a journal is damaged, foreign or unsafe (not replayed: see the\n"
 "      message), or PATH could not be checked at all\n"
 "\n"
+" With --all, the operands are directories, walked and matched with their\n"
+" files as oatomic recover --all does; only the files with something\n"
+" pending or wrong are listed, with their findings.  A control file whose\n"
+" file is not found under DIR (or was renamed since), or a directory that\n"
+" cannot be read, counts as 2.\n"
+"\n"
 " Options:\n"
+"   -a, --all              the operands are directory trees (see above)\n"
 "   -J, --journal-dir DIR  the journals are in DIR, not beside each PATH\n"
 "\n"
 " Example:\n"
 "   oatomic check /var/lib/app/*.db\n"
+"   oatomic check --all /var/lib/app || oatomic recover --all /var/lib/app\n"
 "   oatomic check state.db; [ $? -eq 1 ] && oatomic recover state.db\n",
 };

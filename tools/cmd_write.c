@@ -101,6 +101,12 @@ static int open_error(const char *path, const char *jdir, int err)
 		return tool_errorf(path, "%s (cannot create the journal in %s; "
 				   "see --journal-dir)", strerror(err),
 				   jdir ? jdir : "its directory");
+	/* the library's EXDEV: a forced clone or exchange method
+	 * (OATOMIC_METHOD) with the journal on another file system */
+	if (err == EXDEV && jdir)
+		return tool_errorf(path, "%s (the journal directory %s is on "
+				   "another file system: no clone or exchange "
+				   "method)", strerror(err), jdir);
 	return tool_error_jdir(path, jdir, NULL, err);
 }
 
@@ -154,8 +160,8 @@ static int write_f(const struct tool_cmd *cmd, int argc, char **argv)
 		case 'o':
 			if (tool_parse_u64(optarg, &offset) < 0 ||
 			    offset > (uint64_t)INT64_MAX)
-				return tool_usage(cmd, "bad offset '%s'",
-						  optarg);
+				return tool_usage(cmd, "bad offset '%s' ("
+						  TOOL_NUM_HINT ")", optarg);
 			break;
 		case 't':
 			truncate = 1;
@@ -251,14 +257,16 @@ const struct tool_cmd write_cmd = {
 " not to memory.  The tool exits 0 only once the commit is durable.\n"
 "\n"
 " Options:\n"
-"   -o, --offset N         start writing at byte N (suffixes k, m, g, t:\n"
-"                          binary multiples; 0x for hex)\n"
+"   -o, --offset N         start writing at byte N: decimal (0x for hex;\n"
+"                          suffixes k, m, g, t: binary multiples)\n"
 "   -t, --truncate         also set the size of PATH to the end of the\n"
 "                          written data, in the same transaction\n"
 "   -c, --create           create PATH (mode 0666 less the umask) if it\n"
-"                          does not exist\n"
+"                          does not exist (through a dangling symbolic\n"
+"                          link: the file it names, the link stays)\n"
 "   -J, --journal-dir DIR  keep the journal in DIR, not beside PATH (give\n"
-"                          the same DIR to oatomic recover and check)\n"
+"                          the same DIR to oatomic recover and check);\n"
+"                          PATH's name may then be 228 bytes at most\n"
 "\n"
 " Example:\n"
 "   printf 'new record' | oatomic write --offset 4k db.bin\n"
@@ -276,8 +284,9 @@ const struct tool_cmd replace_cmd = {
 " (the file is emptied and refilled, then committed).  PATH keeps its\n"
 " inode, so its mode, owner, extended attributes and hard links stay, and\n"
 " programs that hold it open see the new content.  PATH is created (mode\n"
-" 0666 less the umask) if it does not exist.  After a crash PATH holds\n"
-" the old content or the new, never a mix.\n"
+" 0666 less the umask) if it does not exist; through a dangling symbolic\n"
+" link, the file it names is, and the link stays.  After a crash PATH\n"
+" holds the old content or the new, never a mix.\n"
 "\n"
 " Options:\n"
 "   -J, --journal-dir DIR  keep the journal in DIR, not beside PATH\n"

@@ -8,12 +8,15 @@
  *
  * SPDX-License-Identifier: MIT
  */
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "oatomic.h"
 #include "tool.h"
@@ -162,15 +165,22 @@ int tool_parse_u64(const char *s, uint64_t *out)
 {
 	unsigned long long v;
 	unsigned shift = 0;
+	int base = 10;
 	char *end;
 
-	/* strtoull accepts a sign and negates: refuse it ourselves. */
-	while (*s == ' ' || *s == '\t')
-		s++;
-	if (*s < '0' || *s > '9')
+	/* Decimal unless it says 0x: "0100" is one hundred, as a user of dd
+	 * or head means it, not octal 64.  strtoull would also skip blanks
+	 * and take a sign (negating): only a digit may start the number. */
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		base = 16;
+		s += 2;
+		if (!isxdigit((unsigned char)*s))
+			return -1;
+	} else if (!isdigit((unsigned char)*s)) {
 		return -1;
+	}
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, base);
 	if (errno || end == s)
 		return -1;
 	switch (*end) {
@@ -185,6 +195,29 @@ int tool_parse_u64(const char *s, uint64_t *out)
 	if (shift && v > (UINT64_MAX >> shift))
 		return -1;
 	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int tool_parse_seconds(const char *s, double *out)
+{
+	size_t digits = strspn(s, "0123456789");
+	const char *p = s + digits;
+	char *end;
+
+	/* Digits with an optional fraction: strtod alone would also take
+	 * blanks, a sign, hex, exponents, "inf" and "nan". */
+	if (*p == '.') {
+		size_t frac = strspn(p + 1, "0123456789");
+
+		digits += frac;
+		p += 1 + frac;
+	}
+	if (!digits || *p != '\0')
+		return -1;
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno || *end != '\0')
+		return -1;
 	return 0;
 }
 
@@ -246,10 +279,43 @@ static int help_f(const struct tool_cmd *cmd, int argc, char **argv)
 	return tool_help(c);
 }
 
+/*
+ * Make sure descriptors 0, 1 and 2 are open, each closed one on /dev/null.
+ * Cron jobs and daemons may start us with some closed: the library's first
+ * open would then get one, and the target file would be read as our input,
+ * or get our messages written into it, past the journal.  Returns 0, or -1
+ * if a hole cannot be filled.
+ */
+static int std_fds_open(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		int nfd;
+
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		/* The lower ones are open: open(2) takes this very number. */
+		nfd = open("/dev/null", O_RDWR | O_NOCTTY);
+		if (nfd != fd) {
+			if (nfd >= 0)
+				close(nfd);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct tool_cmd *cmd;
 
+	/* First, before anything can open a file or print. */
+	if (std_fds_open() < 0) {
+		/* Only if standard error is ours to write to. */
+		if (fcntl(STDERR_FILENO, F_GETFD) >= 0)
+			dprintf(STDERR_FILENO, "%s: cannot open /dev/null for "
+				"a closed standard descriptor\n", progname);
+		return TOOL_EXIT_USAGE;
+	}
 	if (argc < 2) {
 		list_cmds(stderr);
 		return TOOL_EXIT_USAGE;

@@ -15,6 +15,7 @@
 #define OATOMIC_TOOL_H
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define TOOL_EXIT_OK	0
@@ -81,10 +82,40 @@ int tool_one_path(const struct tool_cmd *cmd, int argc, char **argv,
 /* Print the help of CMD on standard output.  Returns TOOL_EXIT_OK. */
 int tool_help(const struct tool_cmd *cmd);
 
-/* Parse a byte count or offset: decimal, 0x hex or 0 octal, optionally
- * followed by k, m, g, t (binary multiples; upper case too).  Returns 0,
- * or -1 for anything else (negative, junk, overflow). */
+/* Parse a byte count or offset, the one way every numeric option of the
+ * tool is read: decimal, or hex with a 0x prefix (a leading 0 is not
+ * octal), optionally followed by k, m, g, t (binary multiples; upper case
+ * too).  Returns 0, or -1 for anything else (blanks, a sign, junk,
+ * trailing garbage, overflow). */
 int tool_parse_u64(const char *s, uint64_t *out);
+
+/* Parse a duration in seconds: decimal digits with an optional fraction
+ * ("2", "0.5").  Returns 0, or -1 for anything else. */
+int tool_parse_seconds(const char *s, double *out);
+
+/* How a usage error describes what tool_parse_u64 takes. */
+#define TOOL_NUM_HINT "decimal, 0x for hex, suffix k, m, g or t"
+
+/* A control file found under a tree (tree.c) and the file it belongs to. */
+struct tool_ctl {
+	char *ctl;	/* the control file's path */
+	char *path;	/* its file's path; NULL: see why */
+	char *why;	/* a one-line reason the file cannot be settled */
+	uint64_t ino;	/* the inode number its header records */
+};
+
+/*
+ * Find the library's control files under DIR (beside their files, a walk
+ * that stays on DIR's file system and follows no symbolic link), or, with
+ * JDIR, those in the journal directory JDIR, and match each with its file
+ * under DIR.  Control files of a journal directory met in the walk are
+ * skipped without JDIR.  Returns 0 with *OUT (*N entries, sorted by control
+ * file; tool_ctls_free them) and *ERRORS the directories that could not be
+ * read (reported), or -1 after reporting why nothing could be walked.
+ */
+int tool_find_ctls(const char *dir, const char *jdir, struct tool_ctl **out,
+		   size_t *n, int *errors);
+void tool_ctls_free(struct tool_ctl *c, size_t n);
 
 /* A short name for an enum oa_method value ("auto", "journal", ...), or
  * NULL for one this tool does not know. */
