@@ -542,6 +542,32 @@ int oa__recover_opts(const char *path, const char *jdir)
 	return 0;
 }
 
+int oa__ctl_path(const char *path, const char *jdir, char *out, size_t n)
+{
+	struct oa_file *f = oa_handle_for(AT_FDCWD, path, P_CHECK, jdir);
+	char proc[64], dir[PATH_MAX];
+	ssize_t len;
+	int r;
+
+	if (!f)
+		return -1;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->dfd);
+	len = oa_sys->readlinkat(AT_FDCWD, proc, dir, sizeof(dir) - 1);
+	if (len <= 0) {
+		oa_handle_free(f);
+		return -1;
+	}
+	dir[len] = 0;
+	r = snprintf(out, n, "%s/%s.oa", strcmp(dir, "/") ? dir : "",
+		     f->prefix);
+	oa_handle_free(f);
+	if (r < 0 || (size_t)r >= n) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
 int oa_recover(const char *path)
 {
 	return oa__recover_opts(path, NULL);

@@ -40,6 +40,12 @@ int oa__recover_opts(const char *path, const char *jdir);
  * slot; or the read error). */
 int oa__ctl_ino(int fd, uint64_t *ino);
 
+/* oa__ctl_path - the control file the library uses for PATH (its home,
+ * wherever that is: docs/FORMAT.md, "The home"; in JDIR if not NULL) into
+ * OUT as an absolute path.  0, or -1 with errno (ESTALE: the home is not
+ * reachable). */
+int oa__ctl_path(const char *path, const char *jdir, char *out, size_t n);
+
 /* Test hook: make the next commit of any handle stop dead (raise SIGKILL on
  * itself) at point N of the protocol (see internal.h, OA_KP_*); 0 off.
  * Used by the kill tests to hit the windows between flushes for sure. */

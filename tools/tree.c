@@ -138,26 +138,6 @@ static const char *find_ino(uint64_t ino, const char *name)
 	return best;
 }
 
-/* malloc'd "DIR/.BASE(PATH)[.INO].oa": where the library looks for the
- * control file of PATH (in JDIR if not NULL, else beside PATH). */
-static char *ctl_of(const char *path, const char *jdir, uint64_t ino)
-{
-	const char *b = strrchr(path, '/');
-	int dlen = b ? (int)(b - path) : 1;
-	const char *dir = b ? path : ".";
-	char *out;
-	int r;
-
-	if (b == path)
-		dlen = 0;	/* "/NAME" */
-	b = b ? b + 1 : path;
-	if (jdir)
-		r = asprintf(&out, "%s/.%s.%" PRIx64 ".oa", jdir, b, ino);
-	else
-		r = asprintf(&out, "%.*s/.%s.oa", dlen, dir, b);
-	return r < 0 ? NULL : out;
-}
-
 static bool same_file(const char *a, const struct stat *st)
 {
 	struct stat s;
@@ -225,12 +205,10 @@ static int match(const char *ctl, const char *top, const char *jdir,
 			       jdir ? "" : " beside it") < 0 ? -1 : 0;
 		goto out;
 	}
-	/* ".NAME.INO.oa": a journal directory's, for the file NAME. */
-	if (n - 4 > hn && strcmp(name + n - 4 - hn, hex) == 0) {
-		if (!jdir) {
-			ret = 1;
-			goto out;
-		}
+	/* ".NAME.INO.oa": a journal directory's, for the file NAME, or
+	 * beside a file the home of one whose name NAME was taken. */
+	bool inoform = n - 4 > hn && strcmp(name + n - 4 - hn, hex) == 0;
+	if (inoform) {
 		name[n - 4 - hn] = 0;
 	} else if (jdir) {
 		ret = 1;	/* not one of the library's names there */
@@ -244,11 +222,21 @@ static int match(const char *ctl, const char *top, const char *jdir,
 		goto out;
 	}
 	/* Found elsewhere: only of use if the library, opening that name,
-	 * would find this very control file. */
+	 * finds this very control file (the home recorded on the file). */
 	free(beside);
-	beside = ctl_of(path, jdir, c->ino);
+	beside = malloc(PATH_MAX);
 	if (!beside)
 		goto out;
+	if (oa__ctl_path(path, jdir, beside, PATH_MAX) < 0) {
+		ret = asprintf(&c->why, "control file %s: its file (inode %"
+			       PRIu64 ") is %s: %s", ctl, c->ino, path,
+			       tool_strerror(errno)) < 0 ? -1 : 0;
+		goto out;
+	}
+	if (!same_file(beside, &cst) && inoform && !jdir) {
+		ret = 1;	/* a journal directory's: given with -J only */
+		goto out;
+	}
 	if (!same_file(beside, &cst)) {
 		ret = asprintf(&c->why, "control file %s: its file (inode %"
 			       PRIu64 ") is %s, whose journal the library "
