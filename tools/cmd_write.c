@@ -107,6 +107,13 @@ static int open_error(const char *path, const char *jdir, int err)
 		return tool_errorf(path, "%s (the journal directory %s is on "
 				   "another file system: no clone or exchange "
 				   "method)", strerror(err), jdir);
+	/* ...or a bind-mounted file with no home yet (docs/FORMAT.md). */
+	if (err == EXDEV)
+		return tool_errorf(path, "%s (its directory is on another file "
+				   "system than the file, a bind mount: its "
+				   "journals cannot live there; use it once "
+				   "through its own directory, or give "
+				   "--journal-dir)", strerror(err));
 	return tool_error_jdir(path, jdir, NULL, err);
 }
 

@@ -70,6 +70,11 @@ const char *tool_strerror(int err)
 	if (err == EPERM)
 		return "Operation not permitted (is a journal owned by another "
 		       "user or writable by others? run oatomic check)";
+	/* The home recorded on the file (docs/FORMAT.md, "The home"). */
+	if (err == ESTALE)
+		return "its journals live in a directory no name of it reaches "
+		       "any more (moved out of a renamed directory?): move it "
+		       "back, then recover it";
 	return strerror(err);
 }
 
