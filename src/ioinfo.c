@@ -20,7 +20,7 @@
 
 #include "internal.h"
 
-/* ---- statx masks and RWF_ATOMIC newer than glibc (struct oa_statx: sys.h) ---- */
+/* ---- statx masks newer than glibc (struct oa_statx, RWF_ATOMIC: sys.h) ---- */
 
 #ifndef STATX_DIOALIGN
 #define STATX_DIOALIGN 0x00002000U
@@ -34,9 +34,6 @@
 #ifndef STATX_WRITE_ATOMIC
 #define STATX_WRITE_ATOMIC 0x00010000U
 #endif
-#ifndef RWF_ATOMIC
-#define RWF_ATOMIC 0x00000040
-#endif
 
 /* ---- file system names ---- */
 
@@ -46,7 +43,7 @@ static const struct {
 } fs_names[] = {
 	{ 0xEF53,     "ext4" },     /* ext2, ext3 and ext4 share it */
 	{ 0x58465342, "xfs" },
-	{ 0x9123683E, "btrfs" },
+	{ OA_BTRFS_MAGIC, "btrfs" },
 	{ 0x01021994, "tmpfs" },
 	{ 0x794c7630, "overlayfs" },
 	{ 0x6969,     "nfs" },

@@ -55,12 +55,6 @@
 
 #include "internal.h"
 
-#define OA_BTRFS_MAGIC 0x9123683EUL
-
-#ifndef RWF_ATOMIC
-#define RWF_ATOMIC 0x00000040
-#endif
-
 static const struct {
 	const char *name;
 	int method;

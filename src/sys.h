@@ -24,6 +24,14 @@
 
 struct statfs;
 
+/* Kernel constants newer than glibc's headers (support is detected at run
+ * time, never assumed): pwritev2's untorn write (Linux 6.11) and the one
+ * file system whose magic the library acts on. */
+#ifndef RWF_ATOMIC
+#define RWF_ATOMIC 0x00000040
+#endif
+#define OA_BTRFS_MAGIC 0x9123683EUL
+
 /* statx(2) as the kernel lays it out (include/uapi/linux/stat.h): glibc's
  * struct statx predates the fields we need, so our own copy. */
 #define OA_STATX_SIZE 0x00000200U   /* STATX_SIZE */
