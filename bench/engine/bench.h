@@ -75,6 +75,34 @@ struct bench_appctr {
 	uint64_t bytes;
 };
 void bench_appctr_get(const struct bench_alt *a, struct bench_appctr *out);
+/* The same for oatomic (the library's seam, oa__stats) or the baselines. */
+void bench_appctr_of(int oatomic, struct bench_appctr *out);
+
+/* The baselines' calls, counted (alts.c): a whole pwrite (bytes), fsync and
+ * fdatasync (a flush each), fsync of the directory PATH is in (opened and
+ * closed, as programs do). */
+int bench_pwrite(int fd, const void *buf, size_t n, off_t off);
+int bench_fsync(int fd);
+int bench_fdatasync(int fd);
+int bench_fsync_dir_of(const char *path);
+/* A plain file of SIZE bytes of the initial pages, synced (set-up). */
+int bench_make_plain(const char *path, uint64_t size);
+
+/* The meters every workload reads before and after what it times (run.c). */
+struct bench_meter {
+	struct bench_appctr app;	/* the alternative's own counts */
+	uint64_t io_wbytes;		/* /proc/self/io write_bytes */
+	uint64_t dev_flushes, dev_sectors;	/* the block device's */
+	int dev_ok;
+};
+void bench_meter_read(int oatomic, struct bench_meter *m);
+void bench_peak_reset(void);	/* VmHWM from now */
+double bench_peak_kib(void);	/* VmHWM, KiB; -1: unknown */
+void bench_settle(void);	/* syncfs of the scratch directory */
+double bench_now(void);		/* CLOCK_MONOTONIC, seconds */
+/* The P-quantile (0..1) of V[0..N), sorting V. */
+double bench_quantile(double *v, int n, double p);
+const char *bench_dir(void);	/* the scratch directory */
 
 /* The alternatives (alts.c). */
 int bench_alts_init(struct bench_alt **out, int max);
