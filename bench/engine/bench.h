@@ -154,6 +154,14 @@ struct bench_row {
 	double dev_wamp;	/* device bytes written per byte committed */
 	double peak_kib;	/* peak RSS (VmHWM) during the rep, KiB */
 	double vs_floor;	/* lat_med / lat_med of "inplace"; <0: n/a */
+	/* The everyday workloads (everyday.c): one operation (open .. close)
+	 * is what the latency and the per-commit figures count; <0: n/a. */
+	int per_op;		/* 1: an everyday row */
+	double lat_p90;		/* us, over every operation */
+	double bytes_per_op;	/* bytes written, as the alternative counts */
+	double vs_base;		/* lat_med / the workload's baseline's */
+	double left_files;	/* the library's files beside the data file */
+	double left_bytes;	/* and their disk usage (du), after the run */
 	const char *status;	/* "ok", "n/a", "skipped", "failed" */
 	char note[200];
 };

@@ -740,6 +740,8 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		row->flushes = row->wamp = row->io_wamp = -1;
 		row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
 		row->vs_floor = -1;
+		row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
+		row->left_files = row->left_bytes = -1;
 		row->status = "n/a";
 		if (!applicable(a, p, why, sizeof(why))) {
 			snprintf(row->note, sizeof(row->note), "%s", why);
