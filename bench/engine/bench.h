@@ -123,9 +123,15 @@ struct bench_opts {
 	double budget;		/* seconds per alternative per rep, 0: default */
 	int keep;
 	int progress;		/* a line on stderr per point (csv, json) */
+	/* the everyday workloads (everyday.c) */
+	int ops;		/* operations per alternative, 0: default */
+	uint64_t sizes[8];	/* replace: the content sizes */
+	int nsizes;		/* 0: 64 B, 64 KiB, 1 MiB */
 };
 
-#define BENCH_WORKLOADS "small,large,many,concurrent,recovery"
+#define BENCH_WORKLOADS "small,large,many,concurrent,recovery," \
+			BENCH_EVERYDAY
+#define BENCH_EVERYDAY	"open,oneshot,replace"
 
 /* Run the benchmark; returns a tool exit status. */
 int bench_main(const struct bench_opts *o);
@@ -196,5 +202,12 @@ void bench_print_row_live(const struct bench_report *r,
 			  const struct bench_row *row, enum bench_format f);
 void bench_print_head(const struct bench_report *r, enum bench_format f);
 void bench_print_tail(const struct bench_report *r, enum bench_format f);
+
+/* The everyday workloads (everyday.c): WORKLOAD, one of BENCH_EVERYDAY,
+ * with the usable oatomic alternatives among ALTS and the workload's own
+ * baseline; rows added to REP.  Returns 1 if an alternative failed. */
+int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
+		   struct bench_alt *const *alts, int nalts,
+		   const char *workload);
 
 #endif

@@ -1165,6 +1165,15 @@ int bench_main(const struct bench_opts *o)
 	for (int w = 0; w < WL_N; w++)
 		if (wanted(o->workloads, wl_name[w]))
 			run_workload(&rc, (enum wl)w);
+	for (const char *e = BENCH_EVERYDAY; *e; ) {
+		char name[32];
+		size_t l = strcspn(e, ",");
+		snprintf(name, sizeof(name), "%.*s", (int)l, e);
+		if (wanted(o->workloads, name) &&
+		    bench_everyday(o, &rep, rc.alts, rc.nalts, name))
+			rc.failed = 1;
+		e += l + (e[l] == ',');
+	}
 	read_first("/proc/loadavg", "", rep.env.load_end,
 		   sizeof(rep.env.load_end));
 	rep.env.seconds = bench_now() - t0;
