@@ -507,7 +507,9 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 	int failed = 0;
 
 	memset(&p, 0, sizeof(p));
-	p.workload = workload;
+	/* rows keep the name: ours, not the caller's buffer */
+	p.workload = strcmp(workload, "open") == 0 ? "open" :
+		     strcmp(workload, "oneshot") == 0 ? "oneshot" : "replace";
 	p.ops = o->ops > 0 ? o->ops : (o->quick ? 20 : 200);
 	p.block = p.ops >= 4 * EV_BLOCK ? EV_BLOCK :
 		  (p.ops / 4 > 0 ? p.ops / 4 : 1);
