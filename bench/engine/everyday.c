@@ -437,17 +437,20 @@ static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
 			a->name = a->oa->name;
 		a->dev_ok = 1;
 		a->peak = -1;
-		snprintf(a->base, sizeof(a->base), "%s-%s%s%s", p->workload,
-			 a->name, p->wl == EV_OPEN ? "-" : "",
-			 p->wl == EV_OPEN ? (p->flags == O_RDONLY ? "ro" :
-					     "rw") : "");
+		/* "oneshot-oatomic-auto", "open-plain-ro", "replace-...-64";
+		 * built in locals: the fields share the array ea */
+		char base[sizeof(a->base)], path[sizeof(a->path)];
+		char size[24] = "";
 		if (p->wl == EV_REPLACE)
-			snprintf(a->base + strlen(a->base),
-				 sizeof(a->base) - strlen(a->base), "-%lu",
+			snprintf(size, sizeof(size), "-%lu",
 				 (unsigned long)p->file_size);
-		snprintf(a->path, sizeof(a->path), "%s/%s", bench_dir(),
-			 a->base);
-		snprintf(a->tmp, sizeof(a->tmp), "%s.tmp", a->path);
+		snprintf(base, sizeof(base), "%s-%s%s%s", p->workload, a->name,
+			 p->wl != EV_OPEN ? "" : p->flags == O_RDONLY ? "-ro" :
+			 "-rw", size);
+		snprintf(path, sizeof(path), "%s/%s", bench_dir(), base);
+		memcpy(a->base, base, sizeof(base));
+		memcpy(a->path, path, sizeof(path));
+		snprintf(a->tmp, sizeof(a->tmp), "%s.tmp", path);
 		a->lat = calloc((size_t)p->ops, sizeof(double));
 		if (!a->lat || posix_memalign((void **)&a->buf, BENCH_PAGE,
 					      BENCH_CHUNK) != 0) {
