@@ -214,7 +214,7 @@ const struct tool_cmd bench_cmd = {
 "               journal size\n"
 " Everyday use, one whole operation (open .. close) at a time, each against\n"
 " its plain way, N operations per alternative (--ops, default 200, --quick\n"
-" 20) in alternating turns of 10:\n"
+" 20) in alternating turns of 10 (of N/4 when N < 40):\n"
 "   open        a clean file: oa_open, one 4 KiB oa_pread, oa_close, with\n"
 "               O_RDONLY and with O_RDWR (a writer's open that changes\n"
 "               nothing); baseline plain: open + pread + close\n"
