@@ -21,7 +21,7 @@ csv=$DIR/quick.csv
 rc=$?
 [ $rc -eq 0 ] || { cat "$DIR/err"; tail -5 "$csv"; fail "oatomic bench --quick --format csv exited $rc"; }
 
-want_cols="workload,alternative,param,value,file_bytes,mode,status,reps,commits,txn_bytes,lat_med_us,lat_min_us,lat_max_us,lat_p99_us,commits_s,commits_s_min,commits_s_max,mb_s,flushes_per_commit,bytes_per_byte,io_bytes_per_byte,dev_flushes_per_commit,dev_bytes_per_byte,peak_rss_kib,lat_vs_inplace,note"
+want_cols="workload,alternative,param,value,file_bytes,mode,status,reps,commits,txn_bytes,lat_med_us,lat_min_us,lat_max_us,lat_p99_us,commits_s,commits_s_min,commits_s_max,mb_s,flushes_per_commit,bytes_per_byte,io_bytes_per_byte,dev_flushes_per_commit,dev_bytes_per_byte,peak_rss_kib,lat_vs_inplace,lat_p90_us,bytes_per_op,lat_vs_baseline,left_files,left_bytes,note"
 header=$(grep -v '^#' "$csv" | head -1)
 [ "$header" = "$want_cols" ] || fail "CSV header is '$header'"
 
@@ -46,6 +46,20 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 		print "latency/peak: " $0
 	if ($12 > $11 || $11 > $13) print "min <= median <= max: " $0
 	if (w == "recovery") next
+	if (w == "open" || w == "oneshot" || w == "replace") {
+		# everyday rows: per operation, against the baseline of the workload
+		if (!num($15) || $15 <= 0 || !num($19) || !num($26) || !num($27) ||
+		    !num($28) || $28 <= 0 || !num($29) || !num($30))
+			print "everyday figures: " $0
+		if ($14 < $26 || $26 < $11) print "median <= p90 <= p99: " $0
+		if (w != "open" && (!num($18) || !num($20) || $19 <= 0 || $20 < 1))
+			print "everyday write counts: " $0
+		if (a ~ /^(plain|inplace|copy-rename)$/ && ($28 != 1 || $29 != 0))
+			print "baseline: ratio 1, nothing left: " $0
+		if (a ~ /^oatomic-/ && w != "open" && $19 < 1)
+			print "oatomic commits without a flush: " $0
+		next
+	}
 	for (i = 15; i <= 18; i++) if (!num($i) || $i <= 0) print "rate col " i ": " $0
 	if (!num($21)) print "io_bytes_per_byte: " $0
 	if (a ~ /^oatomic-|^inplace$|^copy-rename$|^rwf-atomic$/ &&
@@ -55,8 +69,8 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 	if (!num($25)) print "lat_vs_inplace: " $0
 }
 END {
-	split("small large many concurrent recovery", wl, " ")
-	for (i = 1; i <= 5; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
+	split("small large many concurrent recovery open oneshot replace", wl, " ")
+	for (i = 1; i <= 8; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
 	for (k in okalt) n++
 }')
 [ -z "$bad" ] || fail "$(printf 'bad rows:\n%s' "$bad")"
@@ -71,10 +85,21 @@ for m in threads/one-file threads/own-files processes/one-file processes/own-fil
 		fail "no concurrent row for $m"
 done
 grep -q '^recovery,oatomic-auto,journal_bytes,.*,ok,' "$csv" || fail "no oatomic recovery row"
+# The everyday workloads: oatomic-auto beside its baseline at every point.
+for pt in "open,%s,read_bytes,4096,1048576,O_RDONLY" "open,%s,read_bytes,4096,1048576,O_RDWR" \
+	"oneshot,%s,update_bytes,4096,1048576,-" "replace,%s,content_bytes,64,64,-" \
+	"replace,%s,content_bytes,65536,65536,-" "replace,%s,content_bytes,1048576,1048576,-"; do
+	base=plain
+	case $pt in oneshot*) base=inplace ;; replace*) base=copy-rename ;; esac
+	for a in oatomic-auto $base; do
+		# shellcheck disable=SC2059
+		grep -q "^$(printf "$pt" "$a"),ok," "$csv" || fail "no ok row $(printf "$pt" "$a")"
+	done
+done
 
 # JSON (one small workload, one repetition): well formed, same rows.
 json=$DIR/quick.json
-"$OA" bench --quick --format json --workload small,recovery --reps 1 --dir "$DIR" >"$json" 2>"$DIR/err"
+"$OA" bench --quick --format json --workload small,recovery,oneshot --reps 1 --ops 4 --dir "$DIR" >"$json" 2>"$DIR/err"
 rc=$?
 [ $rc -eq 0 ] || { cat "$DIR/err"; fail "oatomic bench --format json exited $rc"; }
 if command -v python3 >/dev/null 2>&1; then
@@ -92,6 +117,11 @@ for r in rows:
         for k in ("lat_med_us", "lat_p99_us", "commits_s", "mb_s",
                   "io_bytes_per_byte", "peak_rss_kib", "lat_vs_inplace"):
             assert isinstance(r[k], (int, float)) and r[k] >= 0, (k, r)
+    if r["status"] == "ok" and r["workload"] == "oneshot":
+        for k in ("lat_med_us", "lat_p90_us", "bytes_per_op",
+                  "lat_vs_baseline", "left_files", "left_bytes"):
+            assert isinstance(r[k], (int, float)) and r[k] >= 0, (k, r)
+assert any(r["workload"] == "oneshot" and r["status"] == "ok" for r in rows)
 EOF
 elif command -v jq >/dev/null 2>&1; then
 	jq -e '(.rows | map(select(.status == "failed")) | length == 0) and
@@ -107,10 +137,18 @@ fi
 	fail "oatomic bench (table) exited $?"
 grep -q '^machine:' "$DIR/table" && grep -q '^== recovery' "$DIR/table" &&
 	grep -q '^  oatomic-auto ' "$DIR/table" || fail "table lacks its parts"
+"$OA" bench --workload replace --sizes 64 --ops 4 --method auto --dir "$DIR" >"$DIR/table" 2>&1 ||
+	fail "oatomic bench --workload replace (table) exited $?"
+grep -q '^== replace' "$DIR/table" && grep -q 'left beside the file' "$DIR/table" &&
+	grep -q '^  oatomic-auto .* files\?, ' "$DIR/table" &&
+	grep -q '^  copy-rename .* 1\.00  0 files, 0$' "$DIR/table" ||
+	fail "everyday table lacks its parts"
 
 # Bad usage is refused.
 "$OA" bench --method nosuch >/dev/null 2>&1; [ $? -eq 2 ] || fail "--method nosuch accepted"
 "$OA" bench --format xml >/dev/null 2>&1; [ $? -eq 2 ] || fail "--format xml accepted"
+"$OA" bench --ops 0 >/dev/null 2>&1; [ $? -eq 2 ] || fail "--ops 0 accepted"
+"$OA" bench --sizes 64,2m >/dev/null 2>&1; [ $? -eq 2 ] || fail "--sizes 2m accepted"
 
 # Nothing left in the directory.
 left=$(find "$DIR" -name 'oatomic-bench.*' | head -1)

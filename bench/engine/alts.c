@@ -44,11 +44,11 @@
 
 static _Atomic uint64_t ctr_flushes, ctr_bytes;
 
-void bench_appctr_get(const struct bench_alt *a, struct bench_appctr *out)
+void bench_appctr_of(int oatomic, struct bench_appctr *out)
 {
 	struct oa_stats st;
 
-	if (a->method >= 0) {
+	if (oatomic) {
 		oa__stats_get(&st);
 		out->flushes = st.flushes;
 		out->bytes = st.bytes_written;
@@ -58,7 +58,12 @@ void bench_appctr_get(const struct bench_alt *a, struct bench_appctr *out)
 	}
 }
 
-static int full_pwrite(int fd, const void *buf, size_t n, off_t off)
+void bench_appctr_get(const struct bench_alt *a, struct bench_appctr *out)
+{
+	bench_appctr_of(a->method >= 0, out);
+}
+
+int bench_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	const char *p = buf;
 
@@ -97,19 +102,19 @@ static int full_pread(int fd, void *buf, size_t n, off_t off)
 	return 0;
 }
 
-static int cfdatasync(int fd)
+int bench_fdatasync(int fd)
 {
 	ctr_flushes++;
 	return fdatasync(fd);
 }
 
-static int cfsync(int fd)
+int bench_fsync(int fd)
 {
 	ctr_flushes++;
 	return fsync(fd);
 }
 
-static int fsync_dir_of(const char *path)
+int bench_fsync_dir_of(const char *path)
 {
 	char d[4096];
 	char *slash;
@@ -124,7 +129,7 @@ static int fsync_dir_of(const char *path)
 	fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	rc = cfsync(fd);
+	rc = bench_fsync(fd);
 	close(fd);
 	return rc;
 }
@@ -137,7 +142,7 @@ static void initial_page(unsigned char *buf, uint64_t p)
 }
 
 /* A plain file of SIZE bytes of initial pages, synced. */
-static int make_plain(const char *path, uint64_t size)
+int bench_make_plain(const char *path, uint64_t size)
 {
 	unsigned char *buf = malloc(BENCH_CHUNK);
 	int fd, rc = -1;
@@ -151,10 +156,10 @@ static int make_plain(const char *path, uint64_t size)
 		uint64_t n = size - off < BENCH_CHUNK ? size - off : BENCH_CHUNK;
 		for (uint64_t i = 0; i < n; i += BENCH_PAGE)
 			initial_page(buf + i, (off + i) / BENCH_PAGE);
-		if (full_pwrite(fd, buf, n, (off_t)off) < 0)
+		if (bench_pwrite(fd, buf, n, (off_t)off) < 0)
 			goto out_close;
 	}
-	if (fsync(fd) < 0 || fsync_dir_of(path) < 0)
+	if (fsync(fd) < 0 || bench_fsync_dir_of(path) < 0)
 		goto out_close;
 	rc = 0;
 out_close:
@@ -204,7 +209,7 @@ static struct bench_handle *handle_new(struct bench_alt *a, const char *path)
 
 static int plain_create(struct bench_alt *a, const char *path, uint64_t size)
 {
-	return make_plain(path, size);
+	return bench_make_plain(path, size);
 }
 
 static void plain_destroy(struct bench_alt *a, const char *path)
@@ -249,7 +254,7 @@ static int oa_alt_create(struct bench_alt *a, const char *path, uint64_t size)
 	struct oa_options opts = { .size = sizeof(opts), .method = a->method };
 	oa_file *f;
 
-	if (make_plain(path, size) < 0)
+	if (bench_make_plain(path, size) < 0)
 		return -1;
 	f = oa_open_opts(path, O_RDWR, 0, &opts);
 	if (!f)
@@ -338,10 +343,10 @@ static int inplace_txn(struct bench_handle *h, const struct bench_upd *u,
 		       int n, const unsigned char *payload)
 {
 	for (int i = 0; i < n; i++)
-		if (full_pwrite(h->fd, payload + u[i].data, u[i].len,
+		if (bench_pwrite(h->fd, payload + u[i].data, u[i].len,
 				(off_t)u[i].off) < 0)
 			return -1;
-	return cfdatasync(h->fd);
+	return bench_fdatasync(h->fd);
 }
 
 static int fd_close(struct bench_handle *h)
@@ -413,11 +418,11 @@ static int copy_txn(struct bench_handle *h, const struct bench_upd *u, int n,
 			memcpy(h->copybuf + (from - cs),
 			       payload + u[i].data + (from - s), to - from);
 		}
-		if (full_pwrite(out, h->copybuf, len, off) < 0)
+		if (bench_pwrite(out, h->copybuf, len, off) < 0)
 			goto out;
 	}
-	if (cfsync(out) < 0 || rename(tmp, h->path) < 0 ||
-	    fsync_dir_of(h->path) < 0)
+	if (bench_fsync(out) < 0 || rename(tmp, h->path) < 0 ||
+	    bench_fsync_dir_of(h->path) < 0)
 		goto out;
 	rc = 0;
 out:
@@ -470,7 +475,7 @@ static int rwf_probe(struct bench_alt *a, const char *dir)
 	int fd;
 
 	snprintf(p, sizeof(p), "%s/probe-rwf", dir);
-	if (make_plain(p, 1 << 20) < 0)
+	if (bench_make_plain(p, 1 << 20) < 0)
 		goto err;
 	memset(&stx, 0, sizeof(stx));
 	if (syscall(SYS_statx, AT_FDCWD, p, 0, BENCH_STATX_WRITE_ATOMIC,

@@ -75,6 +75,34 @@ struct bench_appctr {
 	uint64_t bytes;
 };
 void bench_appctr_get(const struct bench_alt *a, struct bench_appctr *out);
+/* The same for oatomic (the library's seam, oa__stats) or the baselines. */
+void bench_appctr_of(int oatomic, struct bench_appctr *out);
+
+/* The baselines' calls, counted (alts.c): a whole pwrite (bytes), fsync and
+ * fdatasync (a flush each), fsync of the directory PATH is in (opened and
+ * closed, as programs do). */
+int bench_pwrite(int fd, const void *buf, size_t n, off_t off);
+int bench_fsync(int fd);
+int bench_fdatasync(int fd);
+int bench_fsync_dir_of(const char *path);
+/* A plain file of SIZE bytes of the initial pages, synced (set-up). */
+int bench_make_plain(const char *path, uint64_t size);
+
+/* The meters every workload reads before and after what it times (run.c). */
+struct bench_meter {
+	struct bench_appctr app;	/* the alternative's own counts */
+	uint64_t io_wbytes;		/* /proc/self/io write_bytes */
+	uint64_t dev_flushes, dev_sectors;	/* the block device's */
+	int dev_ok;
+};
+void bench_meter_read(int oatomic, struct bench_meter *m);
+void bench_peak_reset(void);	/* VmHWM from now */
+double bench_peak_kib(void);	/* VmHWM, KiB; -1: unknown */
+void bench_settle(void);	/* syncfs of the scratch directory */
+double bench_now(void);		/* CLOCK_MONOTONIC, seconds */
+/* The P-quantile (0..1) of V[0..N), sorting V. */
+double bench_quantile(double *v, int n, double p);
+const char *bench_dir(void);	/* the scratch directory */
 
 /* The alternatives (alts.c). */
 int bench_alts_init(struct bench_alt **out, int max);
@@ -95,9 +123,15 @@ struct bench_opts {
 	double budget;		/* seconds per alternative per rep, 0: default */
 	int keep;
 	int progress;		/* a line on stderr per point (csv, json) */
+	/* the everyday workloads (everyday.c) */
+	int ops;		/* operations per alternative, 0: default */
+	uint64_t sizes[8];	/* replace: the content sizes */
+	int nsizes;		/* 0: 64 B, 64 KiB, 1 MiB */
 };
 
-#define BENCH_WORKLOADS "small,large,many,concurrent,recovery"
+#define BENCH_WORKLOADS "small,large,many,concurrent,recovery," \
+			BENCH_EVERYDAY
+#define BENCH_EVERYDAY	"open,oneshot,replace"
 
 /* Run the benchmark; returns a tool exit status. */
 int bench_main(const struct bench_opts *o);
@@ -126,6 +160,14 @@ struct bench_row {
 	double dev_wamp;	/* device bytes written per byte committed */
 	double peak_kib;	/* peak RSS (VmHWM) during the rep, KiB */
 	double vs_floor;	/* lat_med / lat_med of "inplace"; <0: n/a */
+	/* The everyday workloads (everyday.c): one operation (open .. close)
+	 * is what the latency and the per-commit figures count; <0: n/a. */
+	int per_op;		/* 1: an everyday row */
+	double lat_p90;		/* us, over every operation */
+	double bytes_per_op;	/* bytes written, as the alternative counts */
+	double vs_base;		/* lat_med / the workload's baseline's */
+	double left_files;	/* the library's files beside the data file */
+	double left_bytes;	/* and their disk usage (du), after the run */
 	const char *status;	/* "ok", "n/a", "skipped", "failed" */
 	char note[200];
 };
@@ -160,5 +202,12 @@ void bench_print_row_live(const struct bench_report *r,
 			  const struct bench_row *row, enum bench_format f);
 void bench_print_head(const struct bench_report *r, enum bench_format f);
 void bench_print_tail(const struct bench_report *r, enum bench_format f);
+
+/* The everyday workloads (everyday.c): WORKLOAD, one of BENCH_EVERYDAY,
+ * with the usable oatomic alternatives among ALTS and the workload's own
+ * baseline; rows added to REP.  Returns 1 if an alternative failed. */
+int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
+		   struct bench_alt *const *alts, int nalts,
+		   const char *workload);
 
 #endif

@@ -36,7 +36,8 @@ static const char *const csv_cols =
 	"txn_bytes,lat_med_us,lat_min_us,lat_max_us,lat_p99_us,commits_s,"
 	"commits_s_min,commits_s_max,mb_s,flushes_per_commit,bytes_per_byte,"
 	"io_bytes_per_byte,dev_flushes_per_commit,dev_bytes_per_byte,"
-	"peak_rss_kib,lat_vs_inplace,note";
+	"peak_rss_kib,lat_vs_inplace,lat_p90_us,bytes_per_op,lat_vs_baseline,"
+	"left_files,left_bytes,note";
 
 static const char *human(uint64_t v, char *buf, size_t len)
 {
@@ -90,6 +91,11 @@ static void print_csv_row(FILE *f, const struct bench_row *r)
 	csv_num(f, r->dev_wamp, "%.3f");
 	csv_num(f, r->peak_kib, "%.0f");
 	csv_num(f, r->vs_floor, "%.3f");
+	csv_num(f, r->lat_p90, "%.1f");
+	csv_num(f, r->bytes_per_op, "%.0f");
+	csv_num(f, r->vs_base, "%.3f");
+	csv_num(f, r->left_files, "%.0f");
+	csv_num(f, r->left_bytes, "%.0f");
 	fputc(',', f);
 	csv_text(f, r->note);
 	fputc('\n', f);
@@ -149,6 +155,11 @@ static void print_json_row(FILE *f, const struct bench_row *r)
 	json_num(f, "dev_bytes_per_byte", r->dev_wamp, "%.3f");
 	json_num(f, "peak_rss_kib", r->peak_kib, "%.0f");
 	json_num(f, "lat_vs_inplace", r->vs_floor, "%.3f");
+	json_num(f, "lat_p90_us", r->lat_p90, "%.1f");
+	json_num(f, "bytes_per_op", r->bytes_per_op, "%.0f");
+	json_num(f, "lat_vs_baseline", r->vs_base, "%.3f");
+	json_num(f, "left_files", r->left_files, "%.0f");
+	json_num(f, "left_bytes", r->left_bytes, "%.0f");
 	fputs(", \"note\": ", f);
 	json_str(f, r->note);
 	fputc('}', f);
@@ -198,6 +209,62 @@ void bench_print_head(const struct bench_report *r, enum bench_format f)
 
 static char last_key[256];
 
+/* A size in bytes for a table cell: 512, 8.5 KiB, 4.0 MiB. */
+static const char *bytes_short(double v, char *buf, size_t len)
+{
+	if (v < 0)
+		snprintf(buf, len, "-");
+	else if (v < 1024)
+		snprintf(buf, len, "%.0f", v);
+	else if (v < 1024 * 1024)
+		snprintf(buf, len, "%.1f KiB", v / 1024);
+	else
+		snprintf(buf, len, "%.1f MiB", v / (1024 * 1024));
+	return buf;
+}
+
+/* An everyday row: figures per operation, the ratio to the workload's
+ * baseline, and what the run left beside the file. */
+static void print_op_row(const struct bench_row *row, int head)
+{
+	char lat[64], left[64], b[24];
+	char c[7][24];
+	const double v[7] = { row->flushes, row->bytes_per_op, row->io_wamp,
+			      row->dev_flushes, row->dev_wamp, row->vs_base,
+			      row->cps };
+
+	if (head)
+		printf("  %-17s %-26s %9s %9s %7s %8s %6s %6s %6s %7s %7s  "
+		       "%s\n", "alternative", "op us med [min-max]", "p90 us",
+		       "ops/s", "flush/o", "B/op", "io B/B", "dev fl",
+		       "dev B/B", "peakMiB", "x base", "left beside the file");
+	if (strcmp(row->status, "ok") != 0) {
+		printf("  %-17s %s: %s\n", row->alt, row->status, row->note);
+		fflush(stdout);
+		return;
+	}
+	snprintf(lat, sizeof(lat), "%.0f [%.0f-%.0f]", row->lat_med,
+		 row->lat_min, row->lat_max);
+	for (int i = 0; i < 7; i++) {
+		if (v[i] < 0)
+			snprintf(c[i], sizeof(c[i]), "-");
+		else if (i == 1 || i == 6)
+			snprintf(c[i], sizeof(c[i]), "%.0f", v[i]);
+		else
+			snprintf(c[i], sizeof(c[i]), "%.2f", v[i]);
+	}
+	if (row->left_files < 0)
+		snprintf(left, sizeof(left), "-");
+	else
+		snprintf(left, sizeof(left), "%.0f file%s, %s", row->left_files,
+			 row->left_files == 1 ? "" : "s",
+			 bytes_short(row->left_bytes, b, sizeof(b)));
+	printf("  %-17s %-26s %9.0f %9s %7s %8s %6s %6s %6s %7.1f %7s  %s\n",
+	       row->alt, lat, row->lat_p90, c[6], c[0], c[1], c[2], c[3], c[4],
+	       row->peak_kib / 1024, c[5], left);
+	fflush(stdout);
+}
+
 void bench_print_row_live(const struct bench_report *r,
 			  const struct bench_row *row, enum bench_format f)
 {
@@ -214,7 +281,9 @@ void bench_print_row_live(const struct bench_report *r,
 		snprintf(last_key, sizeof(last_key), "%s", key);
 		if (!strcmp(row->param, "update_bytes") ||
 		    !strcmp(row->param, "txn_bytes") ||
-		    !strcmp(row->param, "journal_bytes"))
+		    !strcmp(row->param, "journal_bytes") ||
+		    !strcmp(row->param, "read_bytes") ||
+		    !strcmp(row->param, "content_bytes"))
 			human(row->value, b1, sizeof(b1));
 		else
 			snprintf(b1, sizeof(b1), "%lu",
@@ -223,12 +292,20 @@ void bench_print_row_live(const struct bench_report *r,
 		       human(row->file_size, b2, sizeof(b2)),
 		       strcmp(row->mode, "-") ? ", " : "",
 		       strcmp(row->mode, "-") ? row->mode : "");
+		if (row->per_op) {
+			print_op_row(row, 1);
+			return;
+		}
 		printf("  %-17s %-26s %9s %9s %8s %7s %6s %6s %6s %6s %7s "
 		       "%6s\n", "alternative",
 		       strcmp(row->workload, "recovery") ?
 		       "latency us med [min-max]" : "recovery us med [min-max]",
 		       "p99 us", "commit/s", "MB/s", "flush/c", "B/B", "io B/B",
 		       "dev fl", "dev B/B", "peakMiB", "x inpl");
+	}
+	if (row->per_op) {
+		print_op_row(row, 0);
+		return;
 	}
 	if (strcmp(row->status, "ok") != 0) {
 		printf("  %-17s %s: %s\n", row->alt, row->status, row->note);

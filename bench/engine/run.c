@@ -65,7 +65,12 @@ static int g_have_dev;
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static double now_s(void)
+const char *bench_dir(void)
+{
+	return g_dir;
+}
+
+double bench_now(void)
 {
 	struct timespec ts;
 
@@ -91,7 +96,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The P-quantile (0..1) of V[0..N), sorting V; nearest rank. */
-static double quantile(double *v, int n, double p)
+double bench_quantile(double *v, int n, double p)
 {
 	int k;
 
@@ -109,13 +114,6 @@ static double quantile(double *v, int n, double p)
 }
 
 /* ---- meters ------------------------------------------------------------- */
-
-struct meter {
-	struct bench_appctr app;
-	uint64_t io_wbytes;
-	uint64_t dev_flushes, dev_sectors;
-	int dev_ok;
-};
 
 static uint64_t proc_write_bytes(void)
 {
@@ -157,14 +155,14 @@ static int dev_stat(uint64_t *flushes, uint64_t *sectors)
 	return 0;
 }
 
-static void meter_read(const struct bench_alt *a, struct meter *m)
+void bench_meter_read(int oatomic, struct bench_meter *m)
 {
-	bench_appctr_get(a, &m->app);
+	bench_appctr_of(oatomic, &m->app);
 	m->io_wbytes = proc_write_bytes();
 	m->dev_ok = dev_stat(&m->dev_flushes, &m->dev_sectors) == 0;
 }
 
-static void peak_reset(void)
+void bench_peak_reset(void)
 {
 	int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
 
@@ -176,7 +174,7 @@ static void peak_reset(void)
 	}
 }
 
-static double peak_kib(void)
+double bench_peak_kib(void)
 {
 	char line[128];
 	double v = -1;
@@ -192,13 +190,13 @@ static double peak_kib(void)
 }
 
 /* Sync what earlier runs left dirty, so that no run pays for another. */
-static void settle(void)
+void bench_settle(void)
 {
 	syncfs(g_dirfd);
 }
 
 /* Drop the page cache of every file in the scratch directory (after a
- * settle(), so the pages are clean): what a crash does to the cache. */
+ * bench_settle(), so the pages are clean): what a crash does to the cache. */
 static void drop_cache(void)
 {
 	DIR *d = opendir(g_dir);
@@ -363,7 +361,7 @@ static void *worker_run(void *arg)
 	const struct point *p = w->p;
 	struct bench_upd *u = calloc((size_t)p->nwrites, sizeof(*u));
 	struct bench_handle *h;
-	struct meter m0, m1;
+	struct bench_meter m0, m1;
 	char c;
 	uint64_t i;
 
@@ -372,13 +370,13 @@ static void *worker_run(void *arg)
 		return NULL;
 	}
 	if (!w->inproc) {
-		peak_reset();
-		meter_read(w->alt, &m0);
+		bench_peak_reset();
+		bench_meter_read(w->alt->method >= 0, &m0);
 	}
 	/* wait until every writer is ready: the parent closes the pipe */
 	while (read(w->startfd, &c, 1) < 0 && errno == EINTR)
 		;
-	w->slot->t0 = now_s();
+	w->slot->t0 = bench_now();
 	h = w->alt->open(w->alt, w->path);
 	if (!h) {
 		w->slot->err = errno ? errno : EIO;
@@ -390,14 +388,14 @@ static void *worker_run(void *arg)
 	for (i = 0; i < (uint64_t)p->commits; i++) {
 		double t;
 		if (i >= (uint64_t)p->min_commits &&
-		    now_s() - w->slot->t0 > w->budget)
+		    bench_now() - w->slot->t0 > w->budget)
 			break;
 		gen_updates(p, w->seed + i * 7919, u);
 		/* New bytes in every page of every commit: SQLite skips
 		 * rewriting an overflow page whose content is unchanged. */
 		for (size_t b = 0; b < BENCH_CHUNK * 2; b += BENCH_PAGE)
 			memcpy(w->payload + b, &i, sizeof(i));
-		t = now_s();
+		t = bench_now();
 		if (w->alt->txn(h, u, p->nwrites, w->payload) < 0) {
 			w->slot->err = errno ? errno : EIO;
 			snprintf(w->slot->msg, sizeof(w->slot->msg),
@@ -405,21 +403,21 @@ static void *worker_run(void *arg)
 				 strerror(w->slot->err));
 			break;
 		}
-		w->lat[i] = (now_s() - t) * 1e6;
+		w->lat[i] = (bench_now() - t) * 1e6;
 	}
 	if (w->alt->close(h) < 0 && !w->slot->err) {
 		w->slot->err = errno ? errno : EIO;
 		snprintf(w->slot->msg, sizeof(w->slot->msg), "close: %s",
 			 strerror(w->slot->err));
 	}
-	w->slot->t1 = now_s();
+	w->slot->t1 = bench_now();
 	w->slot->n = i;
 	if (!w->inproc) {
-		meter_read(w->alt, &m1);
+		bench_meter_read(w->alt->method >= 0, &m1);
 		w->slot->app_flushes = m1.app.flushes - m0.app.flushes;
 		w->slot->app_bytes = m1.app.bytes - m0.app.bytes;
 		w->slot->io_bytes = m1.io_wbytes - m0.io_wbytes;
-		w->slot->peak = peak_kib();
+		w->slot->peak = bench_peak_kib();
 	}
 	free(u);
 	return NULL;
@@ -439,7 +437,7 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 	struct worker *w = calloc((size_t)nw, sizeof(*w));
 	pthread_t *tid = calloc((size_t)nw, sizeof(*tid));
 	pid_t *pid = calloc((size_t)nw, sizeof(*pid));
-	struct meter m0, m1;
+	struct bench_meter m0, m1;
 	int pfd[2] = { -1, -1 };
 	double t0 = 1e300, t1 = 0, *all = NULL;
 	uint64_t n = 0, app_fl = 0, app_by = 0, io_by = 0;
@@ -481,9 +479,9 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 			memcpy(w[k].payload + b,
 			       &(uint64_t){ b * 31 + (uint64_t)r }, 8);
 	}
-	settle();
-	peak_reset();
-	meter_read(a, &m0);
+	bench_settle();
+	bench_peak_reset();
+	bench_meter_read(a->method >= 0, &m0);
 	for (int k = 0; k < nw; k++) {
 		if (procs) {
 			fflush(NULL);
@@ -522,7 +520,7 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 			pthread_join(tid[k], NULL);
 		}
 	}
-	meter_read(a, &m1);
+	bench_meter_read(a->method >= 0, &m1);
 	for (int k = 0; k < nw; k++) {
 		if (slots[k].err) {
 			snprintf(out->err, sizeof(out->err), "%s",
@@ -544,7 +542,7 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 		app_fl = m1.app.flushes - m0.app.flushes;
 		app_by = m1.app.bytes - m0.app.bytes;
 		io_by = m1.io_wbytes - m0.io_wbytes;
-		peak = peak_kib();
+		peak = bench_peak_kib();
 	}
 	all = malloc(sizeof(double) * (n ? n : 1));
 	if (!all || n == 0) {
@@ -566,8 +564,8 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 		}
 		logical = txn * (double)n;
 		out->commits = n;
-		out->lat_p99 = quantile(all, (int)n, 0.99);
-		out->lat_med = quantile(all, (int)n, 0.5);
+		out->lat_p99 = bench_quantile(all, (int)n, 0.99);
+		out->lat_med = bench_quantile(all, (int)n, 0.5);
 		out->cps = (double)n / (t1 - t0);
 		out->mbs = logical / (t1 - t0) / 1e6;
 		out->flushes = a->app_counts ? (double)app_fl / (double)n : -1;
@@ -640,17 +638,17 @@ static void recover_once(struct runcfg *rc, struct bench_alt *a,
 			 "(status 0x%x)", st);
 		goto out;
 	}
-	settle();
+	bench_settle();
 	drop_cache();
-	peak_reset();
-	t = now_s();
+	bench_peak_reset();
+	t = bench_now();
 	if (a->recover(a, path) < 0) {
 		snprintf(out->err, sizeof(out->err), "recover: %s",
 			 strerror(errno));
 		goto out;
 	}
-	out->lat_med = out->lat_p99 = (now_s() - t) * 1e6;
-	out->peak = peak_kib();
+	out->lat_med = out->lat_p99 = (bench_now() - t) * 1e6;
+	out->peak = bench_peak_kib();
 	out->commits = 1;
 	if (a->method >= 0) {
 		/* the replay really happened: the file holds the commit */
@@ -706,7 +704,7 @@ static void destroy_sets(struct bench_alt *a, const struct point *p)
 
 static double med(double *v, int n)
 {
-	return quantile(v, n, 0.5);
+	return bench_quantile(v, n, 0.5);
 }
 
 static void run_point(struct runcfg *rc, const struct point *p)
@@ -742,6 +740,8 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		row->flushes = row->wamp = row->io_wamp = -1;
 		row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
 		row->vs_floor = -1;
+		row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
+		row->left_files = row->left_bytes = -1;
 		row->status = "n/a";
 		if (!applicable(a, p, why, sizeof(why))) {
 			snprintf(row->note, sizeof(row->note), "%s", why);
@@ -1121,7 +1121,7 @@ int bench_main(const struct bench_opts *o)
 	const char *base = o->dir;
 	char tmpl[4096];
 	int nall;
-	double t0 = now_s();
+	double t0 = bench_now();
 
 	memset(&rc, 0, sizeof(rc));
 	rc.o = o;
@@ -1165,9 +1165,18 @@ int bench_main(const struct bench_opts *o)
 	for (int w = 0; w < WL_N; w++)
 		if (wanted(o->workloads, wl_name[w]))
 			run_workload(&rc, (enum wl)w);
+	for (const char *e = BENCH_EVERYDAY; *e; ) {
+		char name[32];
+		size_t l = strcspn(e, ",");
+		snprintf(name, sizeof(name), "%.*s", (int)l, e);
+		if (wanted(o->workloads, name) &&
+		    bench_everyday(o, &rep, rc.alts, rc.nalts, name))
+			rc.failed = 1;
+		e += l + (e[l] == ',');
+	}
 	read_first("/proc/loadavg", "", rep.env.load_end,
 		   sizeof(rep.env.load_end));
-	rep.env.seconds = now_s() - t0;
+	rep.env.seconds = bench_now() - t0;
 	bench_print_tail(&rep, o->format);
 	bench_alts_done();
 	close(g_dirfd);

@@ -1,0 +1,577 @@
+/*
+ * everyday.c - the everyday workloads of `oatomic bench`: what most programs
+ * do with a file, one whole operation at a time, each against the plain way
+ * of doing it:
+ *
+ *   open     a clean file (committed and closed long before): open, one
+ *            4 KiB read, close; O_RDONLY, and O_RDWR (a writer's open that
+ *            changes nothing).  Baseline "plain": open + pread + close;
+ *   oneshot  an existing file: open O_RDWR, one 4 KiB write, commit, close.
+ *            Baseline "inplace": open + pwrite + fdatasync + close (not
+ *            atomic: the floor);
+ *   replace  a small file's whole content replaced, as config and state
+ *            files are: open O_RDWR, write the new content at 0, ftruncate
+ *            to its length, commit, close.  Baseline "copy-rename": write a
+ *            temporary beside the file, fsync it, rename it over the file,
+ *            fsync the directory.  Sizes 64 B, 64 KiB, 1 MiB by default.
+ *
+ * One operation is timed from the start of its open to the return of its
+ * close.  Every alternative has its own file, made before and not timed.
+ * The alternatives take turns in blocks of a few operations, forward then
+ * backward (A B, B A, ...), with a syncfs before each block, so that drift
+ * of the machine falls on all alike.  Figures: median, p90, p99, min and max
+ * over every operation; operations per second of operating; flushes and
+ * bytes written per operation as the alternative counts them (oatomic: the
+ * library's I/O seam, oa__stats; the baselines: the bench's own calls);
+ * /proc/self/io and the block device's counters; the ratio of medians to
+ * the workload's baseline; and, after the run, the files left beside the
+ * data file (the library's .NAME.oa*, a baseline's temporary) and their
+ * disk usage: the "nothing left behind" figure.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "oatomic.h"
+#include "bench.h"
+
+#define EV_FILE		(1u << 20)	/* open, oneshot: the file's size */
+#define EV_IO		BENCH_PAGE	/* open, oneshot: bytes per operation */
+#define EV_BLOCK	10		/* operations per turn */
+
+enum ev_wl { EV_OPEN, EV_ONESHOT, EV_REPLACE };
+
+struct ev_point {
+	enum ev_wl wl;
+	const char *workload;
+	const char *param;
+	const char *mode;	/* "O_RDONLY", "O_RDWR", "-" */
+	int flags;		/* open: how the file is opened */
+	uint64_t file_size;
+	uint32_t len;		/* bytes read or written per operation */
+	int ops;		/* per alternative */
+	int block;		/* operations per turn */
+};
+
+struct ev_alt {
+	const char *name;
+	struct bench_alt *oa;	/* NULL: the baseline */
+	char base[128];		/* the data file's name */
+	char path[4200], tmp[4300];
+	unsigned char *buf;	/* BENCH_CHUNK, page aligned */
+	double *lat;		/* us, one per operation */
+	int n, blocks;
+	double busy;		/* seconds spent in operations */
+	double rate_min, rate_max;	/* ops/s of the fastest/slowest turn */
+	uint64_t flushes, bytes, io_bytes, dev_flushes, dev_sectors;
+	int dev_ok;
+	double peak;
+	double left_files, left_bytes;
+	int failed;
+	char err[160];
+};
+
+static uint64_t ev_rng(uint64_t s)
+{
+	/* splitmix64, one step */
+	uint64_t z = s + 0x9e3779b97f4a7c15ULL;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* Operation I's offset: a page of the file, the same for every alternative. */
+static uint64_t ev_off(const struct ev_point *p, uint64_t i)
+{
+	if (p->wl == EV_REPLACE)
+		return 0;
+	return ev_rng(i * 7919 + p->file_size) % (p->file_size / BENCH_PAGE) *
+	       BENCH_PAGE;
+}
+
+/* New bytes for operation I (the first 8 of every page and of the buffer). */
+static void ev_stamp(unsigned char *buf, uint32_t len, uint64_t i)
+{
+	uint64_t v = i * 0x100000001b3ULL + 1;
+
+	for (uint32_t b = 0; b + 8 <= len; b += BENCH_PAGE)
+		memcpy(buf + b, &v, 8);
+	if (len < 8)
+		memcpy(buf, &v, len);
+}
+
+/* ---- one operation ---------------------------------------------------------- */
+
+static int op_oatomic(struct ev_alt *a, const struct ev_point *p, uint64_t off)
+{
+	struct oa_options opts = { .size = sizeof(opts),
+				   .method = a->oa->method };
+	oa_file *f = oa_open_opts(a->path, p->flags, 0, &opts);
+	int rc = -1, e;
+
+	if (!f)
+		return -1;
+	switch (p->wl) {
+	case EV_OPEN:
+		if (oa_pread(f, a->buf, p->len, (off_t)off) != (ssize_t)p->len)
+			goto out;
+		break;
+	case EV_ONESHOT:
+		if (oa_pwrite(f, a->buf, p->len, (off_t)off) !=
+		    (ssize_t)p->len || oa_commit(f) < 0)
+			goto out;
+		break;
+	case EV_REPLACE:
+		if (oa_pwrite(f, a->buf, p->len, 0) != (ssize_t)p->len ||
+		    oa_ftruncate(f, (off_t)p->len) < 0 || oa_commit(f) < 0)
+			goto out;
+		break;
+	}
+	rc = 0;
+out:
+	e = rc < 0 && errno ? errno : EIO;
+	if (oa_close(f) < 0 && rc == 0)
+		return -1;
+	if (rc < 0)
+		errno = e;
+	return rc;
+}
+
+static int op_plain(struct ev_alt *a, const struct ev_point *p, uint64_t off)
+{
+	int fd, rc = -1, e;
+
+	switch (p->wl) {
+	case EV_OPEN:
+		fd = open(a->path, p->flags | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		if (pread(fd, a->buf, p->len, (off_t)off) == (ssize_t)p->len)
+			rc = 0;
+		else if (errno == 0)
+			errno = EIO;
+		break;
+	case EV_ONESHOT:
+		fd = open(a->path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		if (bench_pwrite(fd, a->buf, p->len, (off_t)off) == 0 &&
+		    bench_fdatasync(fd) == 0)
+			rc = 0;
+		break;
+	case EV_REPLACE:
+	default:
+		fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			  0644);
+		if (fd < 0)
+			return -1;
+		if (bench_pwrite(fd, a->buf, p->len, 0) == 0 &&
+		    bench_fsync(fd) == 0) {
+			if (close(fd) < 0)
+				return -1;
+			if (rename(a->tmp, a->path) < 0 ||
+			    bench_fsync_dir_of(a->path) < 0)
+				return -1;
+			return 0;
+		}
+		break;
+	}
+	e = errno;
+	if (close(fd) < 0 && rc == 0)
+		return -1;
+	errno = e;
+	return rc;
+}
+
+/* ---- the data sets ----------------------------------------------------------- */
+
+/* The file as a user has it: for oatomic, made, then written and committed
+ * once and closed (the library's files exist, nothing is pending). */
+static int ev_create(struct ev_alt *a, const struct ev_point *p)
+{
+	struct oa_options opts;
+	uint32_t n = p->file_size < BENCH_PAGE ? (uint32_t)p->file_size :
+						 BENCH_PAGE;
+	oa_file *f;
+	int rc;
+
+	if (bench_make_plain(a->path, p->file_size) < 0)
+		return -1;
+	if (!a->oa)
+		return 0;
+	memset(&opts, 0, sizeof(opts));
+	opts.size = sizeof(opts);
+	opts.method = a->oa->method;
+	f = oa_open_opts(a->path, O_RDWR, 0, &opts);
+	if (!f)
+		return -1;
+	ev_stamp(a->buf, n, (uint64_t)-1);
+	rc = oa_pwrite(f, a->buf, n, 0) == (ssize_t)n && oa_commit(f) == 0 ?
+	     0 : -1;
+	if (oa_close(f) < 0)
+		rc = -1;
+	return rc;
+}
+
+/* Does NAME belong to the data file BASE (other than the file itself):
+ * ".BASE.oa", ".BASE.oaj-K", ".BASE.INO.oa*", "BASE.tmp"? */
+static int ev_beside(const char *name, const char *base)
+{
+	size_t l = strlen(base);
+
+	if (name[0] == '.' && strncmp(name + 1, base, l) == 0 &&
+	    name[l + 1] == '.')
+		return 1;
+	return strncmp(name, base, l) == 0 && name[l] == '.';
+}
+
+/* Count (and with UNLINK, remove) what is left beside the data file. */
+static void ev_left(struct ev_alt *a, int unlink_them)
+{
+	DIR *d = opendir(bench_dir());
+	struct dirent *e;
+	struct stat st;
+
+	a->left_files = a->left_bytes = 0;
+	if (!d) {
+		a->left_files = a->left_bytes = -1;
+		return;
+	}
+	while ((e = readdir(d))) {
+		if (!ev_beside(e->d_name, a->base))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			a->left_files++;
+			a->left_bytes += (double)st.st_blocks * 512;
+		}
+		if (unlink_them)
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+}
+
+/* After the run: the file holds the last operation's bytes. */
+static int ev_check(struct ev_alt *a, const struct ev_point *p, uint64_t off)
+{
+	unsigned char *got = malloc(p->len ? p->len : 1);
+	ssize_t r = -1;
+	off_t size = -1;
+
+	if (!got)
+		return -1;
+	if (a->oa) {
+		oa_file *f = oa_open(a->path, O_RDONLY, 0);
+		struct stat st;
+		if (f) {
+			r = oa_pread(f, got, p->len, (off_t)off);
+			if (oa_fstat(f, &st) == 0)
+				size = st.st_size;
+			oa_close(f);
+		}
+	} else {
+		int fd = open(a->path, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd >= 0) {
+			r = pread(fd, got, p->len, (off_t)off);
+			if (fstat(fd, &st) == 0)
+				size = st.st_size;
+			close(fd);
+		}
+	}
+	if (r != (ssize_t)p->len || memcmp(got, a->buf, p->len) != 0 ||
+	    (p->wl == EV_REPLACE && size != (off_t)p->len)) {
+		snprintf(a->err, sizeof(a->err), "after the run the file does "
+			 "not hold the last operation's bytes");
+		free(got);
+		return -1;
+	}
+	free(got);
+	return 0;
+}
+
+/* ---- a point: every alternative, in turns --------------------------------------- */
+
+static void ev_fail(struct ev_alt *a, const char *what, long i)
+{
+	int e = errno ? errno : EIO;
+
+	a->failed = 1;
+	if (i >= 0)
+		snprintf(a->err, sizeof(a->err), "%s %ld: %s", what, i,
+			 strerror(e));
+	else
+		snprintf(a->err, sizeof(a->err), "%s: %s", what, strerror(e));
+}
+
+/* One turn of alternative A: operations FROM .. TO-1. */
+static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
+		    int to)
+{
+	struct bench_meter m0, m1;
+	double busy = 0, rate, pk;
+
+	bench_settle();
+	bench_peak_reset();
+	bench_meter_read(a->oa != NULL, &m0);
+	for (int i = from; i < to; i++) {
+		uint64_t off = ev_off(p, (uint64_t)i);
+		double t, dt;
+		int rc;
+
+		if (p->wl != EV_OPEN)
+			ev_stamp(a->buf, p->len, (uint64_t)i);
+		errno = 0;
+		t = bench_now();
+		rc = a->oa ? op_oatomic(a, p, off) : op_plain(a, p, off);
+		dt = bench_now() - t;
+		if (rc < 0) {
+			ev_fail(a, "operation", i);
+			return;
+		}
+		a->lat[a->n++] = dt * 1e6;
+		busy += dt;
+	}
+	bench_meter_read(a->oa != NULL, &m1);
+	a->flushes += m1.app.flushes - m0.app.flushes;
+	a->bytes += m1.app.bytes - m0.app.bytes;
+	a->io_bytes += m1.io_wbytes - m0.io_wbytes;
+	if (m0.dev_ok && m1.dev_ok) {
+		a->dev_flushes += m1.dev_flushes - m0.dev_flushes;
+		a->dev_sectors += m1.dev_sectors - m0.dev_sectors;
+	} else {
+		a->dev_ok = 0;
+	}
+	pk = bench_peak_kib();
+	if (pk > a->peak)
+		a->peak = pk;
+	a->busy += busy;
+	a->blocks++;
+	rate = busy > 0 ? (to - from) / busy : 0;
+	if (a->blocks == 1 || rate < a->rate_min)
+		a->rate_min = rate;
+	if (a->blocks == 1 || rate > a->rate_max)
+		a->rate_max = rate;
+}
+
+static void ev_row(struct bench_report *rep, const struct ev_point *p,
+		   struct ev_alt *a, double base_med)
+{
+	struct bench_row *row = bench_add_row(rep);
+	double logical = (double)p->len * a->n;
+	int writes = p->wl != EV_OPEN;
+
+	row->workload = p->workload;
+	row->alt = a->name;
+	row->param = p->param;
+	row->value = p->wl == EV_REPLACE ? p->file_size : p->len;
+	row->file_size = p->file_size;
+	row->mode = p->mode;
+	row->per_op = 1;
+	row->lat_med = row->lat_min = row->lat_max = row->lat_p99 = -1;
+	row->cps = row->cps_min = row->cps_max = row->mbs = -1;
+	row->flushes = row->wamp = row->io_wamp = -1;
+	row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
+	row->vs_floor = row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
+	row->left_files = row->left_bytes = -1;
+	if (a->failed) {
+		row->status = "failed";
+		snprintf(row->note, sizeof(row->note), "%s", a->err);
+		return;
+	}
+	row->status = "ok";
+	row->reps = a->blocks;
+	row->commits = (uint64_t)a->n;
+	row->txn_bytes = writes ? p->len : 0;
+	row->lat_p99 = bench_quantile(a->lat, a->n, 0.99);
+	row->lat_p90 = bench_quantile(a->lat, a->n, 0.90);
+	row->lat_med = bench_quantile(a->lat, a->n, 0.5);
+	row->lat_min = a->lat[0];	/* sorted */
+	row->lat_max = a->lat[a->n - 1];
+	row->cps = a->busy > 0 ? a->n / a->busy : -1;
+	row->cps_min = a->rate_min;
+	row->cps_max = a->rate_max;
+	row->flushes = (double)a->flushes / a->n;
+	row->bytes_per_op = (double)a->bytes / a->n;
+	if (writes) {
+		row->mbs = a->busy > 0 ? logical / a->busy / 1e6 : -1;
+		row->wamp = (double)a->bytes / logical;
+		row->io_wamp = (double)a->io_bytes / logical;
+	}
+	if (a->dev_ok) {
+		row->dev_flushes = (double)a->dev_flushes / a->n;
+		if (writes)
+			row->dev_wamp = (double)a->dev_sectors * 512 / logical;
+	}
+	row->peak_kib = a->peak;
+	if (base_med > 0)
+		row->vs_base = row->lat_med / base_med;
+	row->left_files = a->left_files;
+	row->left_bytes = a->left_bytes;
+}
+
+static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
+			int nalts, const struct ev_point *p, const char *bname,
+			enum bench_format fmt, int progress)
+{
+	struct ev_alt ea[BENCH_MAXALTS + 1];
+	int na = 0, failed = 0, bi;
+	double base_med = -1;
+
+	memset(ea, 0, sizeof(ea));
+	for (int i = 0; i < nalts && na < BENCH_MAXALTS; i++)
+		if (alts[i]->method >= 0 && alts[i]->usable)
+			ea[na++].oa = alts[i];
+	bi = na;
+	ea[na++].name = bname;	/* the baseline, last */
+	for (int k = 0; k < na; k++) {
+		struct ev_alt *a = &ea[k];
+		if (a->oa)
+			a->name = a->oa->name;
+		a->dev_ok = 1;
+		a->peak = -1;
+		/* "oneshot-oatomic-auto", "open-plain-ro", "replace-...-64";
+		 * built in locals: the fields share the array ea */
+		char base[sizeof(a->base)], path[sizeof(a->path)];
+		char size[24] = "";
+		if (p->wl == EV_REPLACE)
+			snprintf(size, sizeof(size), "-%lu",
+				 (unsigned long)p->file_size);
+		snprintf(base, sizeof(base), "%s-%s%s%s", p->workload, a->name,
+			 p->wl != EV_OPEN ? "" : p->flags == O_RDONLY ? "-ro" :
+			 "-rw", size);
+		snprintf(path, sizeof(path), "%s/%s", bench_dir(), base);
+		memcpy(a->base, base, sizeof(base));
+		memcpy(a->path, path, sizeof(path));
+		snprintf(a->tmp, sizeof(a->tmp), "%s.tmp", path);
+		a->lat = calloc((size_t)p->ops, sizeof(double));
+		if (!a->lat || posix_memalign((void **)&a->buf, BENCH_PAGE,
+					      BENCH_CHUNK) != 0) {
+			errno = ENOMEM;
+			ev_fail(a, "setting up", -1);
+			continue;
+		}
+		for (size_t b = 0; b < BENCH_CHUNK; b += 8)
+			memcpy(a->buf + b, &(uint64_t){ b * 31 + 7 }, 8);
+		errno = 0;
+		if (ev_create(a, p) < 0)
+			ev_fail(a, "creating the file", -1);
+	}
+	bench_settle();
+	for (int b = 0, from = 0; from < p->ops; b++, from += p->block) {
+		int to = from + p->block < p->ops ? from + p->block : p->ops;
+		for (int j = 0; j < na; j++) {
+			struct ev_alt *a = &ea[b % 2 == 0 ? j : na - 1 - j];
+			if (!a->failed)
+				ev_turn(a, p, from, to);
+		}
+	}
+	for (int k = 0; k < na; k++) {
+		struct ev_alt *a = &ea[k];
+		if (!a->failed && p->wl != EV_OPEN &&
+		    ev_check(a, p, ev_off(p, (uint64_t)p->ops - 1)) < 0)
+			a->failed = 1;
+		ev_left(a, 1);	/* counted, then removed */
+		unlink(a->path);
+		if (a->failed)
+			failed = 1;
+	}
+	/* the baseline's median first: every row's ratio is to it */
+	if (!ea[bi].failed && ea[bi].n > 0)
+		base_med = bench_quantile(ea[bi].lat, ea[bi].n, 0.5);
+	for (int k = 0; k < na; k++) {
+		ev_row(rep, p, &ea[k], base_med);
+		bench_print_row_live(rep, &rep->rows[rep->nrows - 1], fmt);
+		free(ea[k].lat);
+		free(ea[k].buf);
+	}
+	if (fmt != BF_TABLE && progress)
+		fprintf(stderr, "oatomic: bench: %s %s=%lu %s done\n",
+			p->workload, p->param, (unsigned long)(p->wl ==
+			EV_REPLACE ? p->file_size : p->len), p->mode);
+	return failed;
+}
+
+/* ---- the workloads ------------------------------------------------------------- */
+
+int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
+		   struct bench_alt *const *alts, int nalts,
+		   const char *workload)
+{
+	static const uint64_t def_sizes[] = { 64, 64 << 10, 1 << 20 };
+	struct ev_point p;
+	int failed = 0;
+
+	memset(&p, 0, sizeof(p));
+	/* rows keep the name: ours, not the caller's buffer */
+	p.workload = strcmp(workload, "open") == 0 ? "open" :
+		     strcmp(workload, "oneshot") == 0 ? "oneshot" : "replace";
+	p.ops = o->ops > 0 ? o->ops : (o->quick ? 20 : 200);
+	p.block = p.ops >= 4 * EV_BLOCK ? EV_BLOCK :
+		  (p.ops / 4 > 0 ? p.ops / 4 : 1);
+	p.mode = "-";
+	if (strcmp(workload, "open") == 0) {
+		if (o->format == BF_TABLE)
+			printf("\n== open: a clean file opened, 4 KiB read, "
+			       "closed; against open + pread + close (plain)"
+			       "\n   per operation, open .. close; x base = "
+			       "median / plain's; left = files beside the "
+			       "data file after the run, du\n");
+		p.wl = EV_OPEN;
+		p.param = "read_bytes";
+		p.file_size = EV_FILE;
+		p.len = EV_IO;
+		p.flags = O_RDONLY;
+		p.mode = "O_RDONLY";
+		failed |= ev_point_run(rep, alts, nalts, &p, "plain",
+				       o->format, o->progress);
+		p.flags = O_RDWR;
+		p.mode = "O_RDWR";
+		failed |= ev_point_run(rep, alts, nalts, &p, "plain",
+				       o->format, o->progress);
+	} else if (strcmp(workload, "oneshot") == 0) {
+		if (o->format == BF_TABLE)
+			printf("\n== oneshot: open O_RDWR, one 4 KiB write, "
+			       "commit, close; against open + pwrite + "
+			       "fdatasync + close (inplace)\n   per operation, "
+			       "open .. close; x base = median / inplace's; "
+			       "left = files beside the data file after the "
+			       "run, du\n");
+		p.wl = EV_ONESHOT;
+		p.param = "update_bytes";
+		p.file_size = EV_FILE;
+		p.len = EV_IO;
+		p.flags = O_RDWR;
+		failed |= ev_point_run(rep, alts, nalts, &p, "inplace",
+				       o->format, o->progress);
+	} else if (strcmp(workload, "replace") == 0) {
+		const uint64_t *sz = o->nsizes ? o->sizes : def_sizes;
+		int n = o->nsizes ? o->nsizes : 3;
+		if (o->format == BF_TABLE)
+			printf("\n== replace: a small file's whole content "
+			       "replaced: open, write at 0, ftruncate, commit, "
+			       "close;\n   against a temporary written, "
+			       "fsync, rename over, directory fsync "
+			       "(copy-rename)\n   per operation, open .. close; "
+			       "x base = median / copy-rename's; left = files "
+			       "beside the data file after the run, du\n");
+		p.wl = EV_REPLACE;
+		p.param = "content_bytes";
+		p.flags = O_RDWR;
+		for (int k = 0; k < n; k++) {
+			p.file_size = sz[k];
+			p.len = (uint32_t)sz[k];
+			failed |= ev_point_run(rep, alts, nalts, &p,
+					       "copy-rename", o->format,
+					       o->progress);
+		}
+	}
+	return failed;
+}
