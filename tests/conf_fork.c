@@ -24,15 +24,6 @@
 
 static const char *path;
 
-static void check_content(const char *want)
-{
-	size_t n;
-	char *got = tu_read_file(path, &n);
-	CHECKF(n == LEN && memcmp(got, want, LEN) == 0,
-	       "file holds \"%.*s\", wanted \"%s\"", (int)n, got, want);
-	free(got);
-}
-
 /* Another process opens, commits STAMP and closes, within 10 s. */
 static int other_opener(void *stamp)
 {
@@ -106,13 +97,13 @@ int main(void)
 	oa_file *f = tu_oa_open(path, O_RDWR, 0);
 	tu_oa_pwrite(f, "PPPPPPPP", LEN, 0);
 	CHECK_CHILD_OK(tu_run_child(child_uses, f));
-	check_content("00000000");
+	CHECK_FILE(path, "00000000", LEN, LEN);
 	CHECK_CHILD_OK(tu_run_child(other_opener, "OOOOOOOO"));
-	check_content("OOOOOOOO");
+	CHECK_FILE(path, "OOOOOOOO", LEN, LEN);
 	CHECK_CHILD_OK(tu_run_child(child_exits, f));
 	CHECK_CHILD_OK(tu_run_child(other_opener, "QQQQQQQQ"));
 	CHECK_OK(oa_commit(f));   /* the parent's handle works on */
-	check_content("PPPPPPPP");
+	CHECK_FILE(path, "PPPPPPPP", LEN, LEN);
 	CHECK_OK(oa_close(f));
 
 	/* 2. The parent closes while a child holds the descriptors. */
@@ -122,7 +113,7 @@ int main(void)
 	pid_t sleeper = tu_fork(child_sleeps, NULL);
 	CHECK_OK(oa_close(f));
 	CHECK_CHILD_OK(tu_run_child(other_opener, "SSSSSSSS"));
-	check_content("SSSSSSSS");
+	CHECK_FILE(path, "SSSSSSSS", LEN, LEN);
 	/* The opener was alone at its close: it checkpointed, nothing is
 	 * left to recover. */
 	FILE *out = fopen("/dev/null", "w");
@@ -151,6 +142,6 @@ int main(void)
 	CHECK_CHILD_OK(tu_run_child(other_opener, "VVVVVVVV"));
 	kill(p, SIGKILL);
 	tu_wait(p);
-	check_content("VVVVVVVV");
+	CHECK_FILE(path, "VVVVVVVV", LEN, LEN);
 	return 0;
 }

@@ -39,23 +39,6 @@ static void crash_commit(const char *path, const char *stamp)
 	CHECK_EQ(tu_crash_commit(path, 2, put, (void *)stamp), 1);
 }
 
-static void check_content(const char *path, const char *want)
-{
-	size_t n;
-	char *got = tu_read_file(path, &n);
-	CHECKF(n == LEN && memcmp(got, want, LEN) == 0,
-	       "%s holds \"%.*s\", wanted \"%s\"", path, (int)n, got, want);
-	free(got);
-}
-
-static void commit_through(const char *path, const char *stamp)
-{
-	oa_file *f = tu_oa_open(path, O_RDWR, 0);
-	tu_oa_pwrite(f, stamp, LEN, 0);
-	CHECK_OK(oa_commit(f));
-	CHECK_OK(oa_close(f));
-}
-
 /* What oatomic check says: 0 clean, 1 pending, 2 bad. */
 static int check(const char *path)
 {
@@ -70,7 +53,7 @@ static void links(const char *f, const char *g)
 	tu_write_file(f, "00000000", LEN, 0644);
 	CHECK_OK(link(f, g));
 	crash_commit(f, "AAAAAAAA");
-	check_content(f, "00000000");   /* durable in the journal only */
+	CHECK_FILE(f, "00000000", LEN, LEN);   /* durable in the journal only */
 
 	/* The other name finds the pending commit... */
 	oa_file *h = tu_oa_open(g, O_RDWR, 0);
@@ -80,8 +63,8 @@ static void links(const char *f, const char *g)
 	CHECK_OK(oa_close(h));
 	/* ...and a recovery through the first name keeps what it did. */
 	CHECK_OK(oa_recover(f));
-	check_content(f, "BBBBBBBB");
-	check_content(g, "BBBBBBBB");
+	CHECK_FILE(f, "BBBBBBBB", LEN, LEN);
+	CHECK_FILE(g, "BBBBBBBB", LEN, LEN);
 	CHECK_EQ(check(f), 0);
 	CHECK_EQ(check(g), 0);
 }
@@ -89,12 +72,12 @@ static void links(const char *f, const char *g)
 static void renamed(const char *f, const char *to)
 {
 	tu_write_file(f, "00000000", LEN, 0644);
-	commit_through(f, "11111111");  /* the file has its home */
+	tu_oa_update(f, "11111111", LEN, 0);  /* the file has its home */
 	crash_commit(f, "AAAAAAAA");
 	CHECK_OK(rename(f, to));
 	CHECK_EQ(check(to), 1);
 	CHECK_OK(oa_recover(to));
-	check_content(to, "AAAAAAAA");
+	CHECK_FILE(to, "AAAAAAAA", LEN, LEN);
 	CHECK_EQ(check(to), 0);
 	/* A crash first, then the rename: the same through oa_open. */
 	crash_commit(to, "CCCCCCCC");
@@ -102,7 +85,7 @@ static void renamed(const char *f, const char *to)
 	oa_file *h = tu_oa_open(f, O_RDONLY, 0);
 	CHECK_OA_VIEW(h, "CCCCCCCC", LEN);
 	CHECK_OK(oa_close(h));
-	check_content(f, "CCCCCCCC");
+	CHECK_FILE(f, "CCCCCCCC", LEN, LEN);
 }
 
 /* A moved file keeps its home; a new file under the old name has its own
@@ -111,7 +94,7 @@ static void name_reused(void)
 {
 	const char *f = tu_path("reuse"), *moved = tu_path("reuse-moved");
 	tu_write_file(f, "00000000", LEN, 0644);
-	commit_through(f, "11111111");
+	tu_oa_update(f, "11111111", LEN, 0);
 	CHECK_OK(rename(f, moved));
 	tu_write_file(f, "22222222", LEN, 0644);
 	crash_commit(moved, "MMMMMMMM");
@@ -123,8 +106,8 @@ static void name_reused(void)
 	CHECK_EQ(check(f), 1);
 	CHECK_OK(oa_recover(moved));
 	CHECK_OK(oa_recover(f));
-	check_content(moved, "OOOOOOOO");
-	check_content(f, "NNNNNNNN");
+	CHECK_FILE(moved, "OOOOOOOO", LEN, LEN);
+	CHECK_FILE(f, "NNNNNNNN", LEN, LEN);
 	/* And again the other way round, with both open at once. */
 	oa_file *a = tu_oa_open(f, O_RDWR, 0), *b = tu_oa_open(moved, O_RDWR, 0);
 	tu_oa_pwrite(a, "aaaaaaaa", LEN, 0);
@@ -133,8 +116,8 @@ static void name_reused(void)
 	CHECK_OK(oa_commit(a));
 	CHECK_OK(oa_close(a));
 	CHECK_OK(oa_close(b));
-	check_content(f, "aaaaaaaa");
-	check_content(moved, "bbbbbbbb");
+	CHECK_FILE(f, "aaaaaaaa", LEN, LEN);
+	CHECK_FILE(moved, "bbbbbbbb", LEN, LEN);
 }
 
 /* The file moved out of its home's directory, and that directory renamed:
@@ -145,7 +128,7 @@ static void unreachable(void)
 	const char *f = tu_path("gone/f"), *to = tu_path("stray");
 	CHECK_OK(mkdir(d, 0755));
 	tu_write_file(f, "00000000", LEN, 0644);
-	commit_through(f, "11111111");
+	tu_oa_update(f, "11111111", LEN, 0);
 	crash_commit(f, "AAAAAAAA");
 	CHECK_OK(rename(f, to));
 	CHECK_OK(rename(d, d2));
@@ -156,7 +139,7 @@ static void unreachable(void)
 	/* Put back, everything is found again. */
 	CHECK_OK(rename(d2, d));
 	CHECK_OK(oa_recover(to));
-	check_content(to, "AAAAAAAA");
+	CHECK_FILE(to, "AAAAAAAA", LEN, LEN);
 }
 
 static void bind_mount(void)
@@ -187,13 +170,13 @@ static void bind_mount(void)
 	CHECK_OK(umount(x));
 
 	/* A file with a home: every name finds it. */
-	commit_through(f, "11111111");
+	tu_oa_update(f, "11111111", LEN, 0);
 	CHECK_OK(mount(f, x, NULL, MS_BIND, NULL));
 	crash_commit(x, "AAAAAAAA");
 	CHECK_OK(umount(x));
 	CHECK_EQ(check(f), 1);
 	CHECK_OK(oa_recover(f));
-	check_content(f, "AAAAAAAA");
+	CHECK_FILE(f, "AAAAAAAA", LEN, LEN);
 	CHECK_OK(umount(mnt));
 }
 

@@ -56,23 +56,6 @@ static void check_aux_modes(const char *path, mode_t maxmode)
 	CHECKF(n >= 2, "%d library files beside %s", n, path);
 }
 
-static void check_content(const char *path, const char *want)
-{
-	size_t n;
-	char *got = tu_read_file(path, &n);
-	CHECKF(n == LEN && memcmp(got, want, LEN) == 0,
-	       "%s holds \"%.*s\", wanted \"%s\"", path, (int)n, got, want);
-	free(got);
-}
-
-static void commit(const char *path, const char *stamp)
-{
-	oa_file *f = tu_oa_open(path, O_RDWR, 0);
-	tu_oa_pwrite(f, stamp, LEN, 0);
-	CHECK_OK(oa_commit(f));
-	CHECK_OK(oa_close(f));
-}
-
 struct as {
 	uid_t uid;
 	const char *path, *stamp;
@@ -94,14 +77,14 @@ static void commit_by(uid_t uid, const char *path, const char *stamp)
 {
 	struct as a = { uid, path, stamp };
 	CHECK_CHILD_OK(tu_run_child(commit_as, &a));
-	check_content(path, stamp);
+	CHECK_FILE(path, stamp, LEN, LEN);
 }
 
 static void narrowed(void)
 {
 	const char *path = tu_path("secret");
 	tu_write_file(path, "00000000", LEN, 0644);
-	commit(path, "11111111");
+	tu_oa_update(path, "11111111", LEN, 0);
 	CHECK_OK(chmod(path, 0600));
 	oa_file *f = tu_oa_open(path, O_RDONLY, 0);
 	CHECK_OK(oa_close(f));
@@ -110,11 +93,11 @@ static void narrowed(void)
 	path = tu_path("was-shared");
 	tu_write_file(path, "00000000", LEN, 0666);
 	CHECK_OK(chmod(path, 0666));   /* past the umask */
-	commit(path, "11111111");
+	tu_oa_update(path, "11111111", LEN, 0);
 	CHECK_OK(chmod(path, 0644));
-	commit(path, "22222222");       /* not EPERM */
+	tu_oa_update(path, "22222222", LEN, 0);       /* not EPERM */
 	check_aux_modes(path, 0644);
-	check_content(path, "22222222");
+	CHECK_FILE(path, "22222222", LEN, LEN);
 }
 
 static void sticky(void)
@@ -127,13 +110,13 @@ static void sticky(void)
 	CHECK_OK(chown(path, ALICE, ALICE));
 	commit_by(BOB, path, "BBBBBBBB");     /* Bob's library files */
 	commit_by(ALICE, path, "AAAAAAAA");   /* the owner is not locked out */
-	commit(path, "RRRRRRRR");             /* nor root */
+	tu_oa_update(path, "RRRRRRRR", LEN, 0);             /* nor root */
 	commit_by(BOB, path, "bbbbbbbb");
 	/* Alice narrows her file: Bob's files are no longer to be trusted,
 	 * and Alice must not need Bob (or root) to go on. */
 	CHECK_OK(chmod(path, 0644));
 	commit_by(ALICE, path, "aaaaaaaa");
-	commit(path, "rrrrrrrr");
+	tu_oa_update(path, "rrrrrrrr", LEN, 0);
 }
 
 static void chowned(void)
@@ -144,7 +127,7 @@ static void chowned(void)
 	commit_by(ALICE, path, "AAAAAAAA");
 	CHECK_OK(chown(path, BOB, BOB));
 	commit_by(BOB, path, "BBBBBBBB");
-	commit(path, "RRRRRRRR");
+	tu_oa_update(path, "RRRRRRRR", LEN, 0);
 }
 
 static void write_only(void)
@@ -182,13 +165,13 @@ static void recover_read_only(void)
 
 	/* A user who may only read the file. */
 	tu_write_file(a.path, "00000000", LEN, 0644);
-	commit(a.path, "11111111");
+	tu_oa_update(a.path, "11111111", LEN, 0);
 	CHECK_CHILD_OK(tu_run_child(recover_as, &a));
 	CHECK_EQ(tu_crash_commit(a.path, 2, put, "22222222"), 1);
 	a.stamp = "x";
 	CHECK_CHILD_OK(tu_run_child(recover_as, &a));
 	CHECK_OK(oa_recover(a.path));
-	check_content(a.path, "22222222");
+	CHECK_FILE(a.path, "22222222", LEN, LEN);
 
 	/* A read-only mount. */
 	CHECK_OK(mkdir(mnt, 0755));
@@ -199,15 +182,15 @@ static void recover_read_only(void)
 	}
 	tu_write_file(path, "00000000", LEN, 0644);
 	tu_write_file(pending, "00000000", LEN, 0644);
-	commit(path, "11111111");
-	commit(pending, "11111111");
+	tu_oa_update(path, "11111111", LEN, 0);
+	tu_oa_update(pending, "11111111", LEN, 0);
 	CHECK_EQ(tu_crash_commit(pending, 2, put, "22222222"), 1);
 	CHECK_OK(mount(NULL, mnt, NULL, MS_REMOUNT | MS_RDONLY, NULL));
 	CHECK_OK(oa_recover(path));
 	CHECK_ERR(oa_recover(pending), EROFS);
 	CHECK_OK(mount(NULL, mnt, NULL, MS_REMOUNT, NULL));
 	CHECK_OK(oa_recover(pending));
-	check_content(pending, "22222222");
+	CHECK_FILE(pending, "22222222", LEN, LEN);
 	CHECK_OK(umount(mnt));
 }
 

@@ -371,6 +371,18 @@ void tu_check_file(const char *file, int line, const char *path,
 
 /* ---- the library, checked ---------------------------------------------- */
 
+void tu_oa_update_at(const char *file, int line, const char *path,
+		     const void *buf, size_t n, off_t off)
+{
+	oa_file *f = tu_oa_open_at(file, line, path, O_RDWR, 0);
+
+	tu_oa_pwrite_at(file, line, f, buf, n, off);
+	if (oa_commit(f) < 0)
+		tu_fail(file, line, errno, "oa_commit(%s) failed", path);
+	if (oa_close(f) < 0)
+		tu_fail(file, line, errno, "oa_close(%s) failed", path);
+}
+
 oa_file *tu_oa_open_at(const char *file, int line, const char *path,
 		       int flags, mode_t mode)
 {

@@ -193,6 +193,12 @@ void tu_oa_pwrite_at(const char *file, int line, oa_file *f, const void *buf,
 		     size_t n, off_t off);
 void tu_oa_pread_at(const char *file, int line, oa_file *f, void *buf,
 		    size_t n, off_t off);
+/* One transaction through a handle of its own: oa_open(PATH, O_RDWR), N
+ * bytes of BUF at OFF, oa_commit, oa_close; or fail. */
+#define tu_oa_update(path, buf, n, off)					\
+	tu_oa_update_at(__FILE__, __LINE__, (path), (buf), (n), (off))
+void tu_oa_update_at(const char *file, int line, const char *path,
+		     const void *buf, size_t n, off_t off);
 /* Read the whole file through the handle (oa_fstat size); malloc'd. */
 void *tu_oa_read_all(oa_file *f, size_t *n);
 /* The handle's view (size and bytes) equals WANT of N bytes. */
