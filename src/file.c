@@ -427,9 +427,8 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 		goto fail;
 	/* The journals belong to the file, not to the name it was opened by:
 	 * through a symbolic link they are kept beside the file it points to,
-	 * so every opener and every recovery finds the same ones.  (Hard links
-	 * in different directories are different names of one file: use one
-	 * of them; oatomic(3), BUGS.) */
+	 * so every opener and every recovery finds the same ones; home.c
+	 * then finds them through the inode, whatever its name. */
 	{
 		char proc[64], *real = malloc(PATH_MAX);
 		ssize_t n = -1;
