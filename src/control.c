@@ -6,10 +6,63 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "internal.h"
+
+/*
+ * The boot id, the live area's proof of being from this boot (its seal,
+ * format.h).  Read from the real /proc only: under another system-call
+ * table (the power-loss simulator) a crash is a reboot the library cannot
+ * see, so there is no boot id, no seal is written and recovery uses the
+ * rule for a power cut.
+ */
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+static unsigned char boot_id[16];
+static bool boot_ok;
+
+static void boot_read(void)
+{
+	char t[64];
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	int k = 0;
+
+	if (fd < 0)
+		return;
+	n = read(fd, t, sizeof(t) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	t[n] = 0;
+	for (ssize_t i = 0; i < n && k < 32; i++) {
+		int c = t[i], v;
+		if (c >= '0' && c <= '9')
+			v = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			v = c - 'A' + 10;
+		else
+			continue;
+		boot_id[k / 2] = (unsigned char)(boot_id[k / 2] << 4 | v);
+		k++;
+	}
+	boot_ok = k == 32;
+}
+
+bool oa_boot_id(unsigned char out[16])
+{
+	if (oa_sys != &oa_sys_linux)
+		return false;
+	pthread_once(&boot_once, boot_read);
+	if (boot_ok)
+		memcpy(out, boot_id, 16);
+	return boot_ok;
+}
 
 int oa_name(struct oa_file *f, char *out, size_t n, int kind, int idx)
 {
@@ -138,6 +191,19 @@ static void map_live(struct oa_file *f)
 		f->live = p;
 }
 
+/* A version 1 control file made before the seal existed is
+ * OA_CTL_MIN_SIZE long: a writer extends it with zeros (no seal) so that the
+ * live area maps.  Not flushed: the seal is not durable state, and a crash
+ * that loses the extension leaves the old size, which is still valid.  A
+ * shorter file is damage, left for recovery to report. */
+static void extend_old(struct oa_file *f)
+{
+	struct stat st;
+	if (f->cfd_rw && oa_xfstat(f->cfd, &st) == 0 &&
+	    st.st_size >= OA_CTL_MIN_SIZE && st.st_size < OA_CTL_SIZE)
+		oa_xftruncate(f->cfd, OA_CTL_SIZE);
+}
+
 void oa_ctl_unmap(struct oa_file *f)
 {
 	if (f->live && oa_sys->munmap)
@@ -168,6 +234,7 @@ int oa_ctl_open(struct oa_file *f, bool create)
 			}
 			f->cfd = fd;
 			f->cfd_rw = rw;
+			extend_old(f);
 			map_live(f);
 			return 0;
 		}
@@ -189,9 +256,52 @@ int oa_ctl_open(struct oa_file *f, bool create)
 	return -1;
 }
 
+/* Decode the seal at B (OA_SEAL_BYTES) into L->seal, L->ack_seq. */
+static void seal_decode(const unsigned char *b, struct oa_live *l)
+{
+	unsigned char me[16];
+	bool zero = true;
+
+	l->ack_seq = 0;
+	for (int i = 0; i < OA_SEAL_BYTES && zero; i++)
+		zero = b[i] == 0;
+	if (zero) {
+		l->seal = OA_SEAL_NONE;
+		return;
+	}
+	if (oa_get64(b) != OA_SEAL_MAGIC || oa_get32(b + 32) != 0 ||
+	    oa_get32(b + 36) != oa_crc32c(0, b, 36)) {
+		l->seal = OA_SEAL_DAMAGED;
+		return;
+	}
+	if (!oa_boot_id(me) || memcmp(me, b + 8, 16)) {
+		/* From another boot (or a boot we cannot tell): a power cut
+		 * may have torn the flush it speaks of. */
+		l->seal = OA_SEAL_OLD_BOOT;
+		return;
+	}
+	l->seal = OA_SEAL_THIS_BOOT;
+	l->ack_seq = oa_get64(b + 24);
+}
+
+static void seal_encode(unsigned char *b, const struct oa_live *l)
+{
+	unsigned char me[16];
+
+	memset(b, 0, OA_SEAL_BYTES);
+	if (!oa_boot_id(me))
+		return;    /* no evidence rather than evidence we cannot date */
+	oa_put64(b, OA_SEAL_MAGIC);
+	memcpy(b + 8, me, 16);
+	oa_put64(b + 24, l->ack_seq);
+	oa_put32(b + 36, oa_crc32c(0, b, 36));
+}
+
 int oa_live_read(struct oa_file *f, struct oa_live *l)
 {
 	unsigned char b[OA_LIVE_BYTES];
+	bool zero = true;
+
 	if (f->live) {
 		/* Written only under COMMIT; the fences order our accesses
 		 * with the file I/O around them. */
@@ -211,11 +321,16 @@ int oa_live_read(struct oa_file *f, struct oa_live *l)
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
 		l->jmax[i] = oa_get64(b + 32 + 8 * i);
 	l->jnamed = oa_get64(b + 32 + 8 * OA_LIVE_JMAX);
+	seal_decode(b + OA_SEAL_OFF, l);
 	if (l->magic != OA_LIVE_MAGIC) {
 		/* Never initialised: treat as "nothing known"; the opener that
-		 * recovers rewrites it. */
+		 * recovers rewrites it.  Not all zero is damage: the seal
+		 * cannot be trusted either. */
+		for (size_t i = 0; i < sizeof(b) && zero; i++)
+			zero = b[i] == 0;
 		memset(l, 0, sizeof(*l));
 		l->magic = OA_LIVE_MAGIC;
+		l->seal = zero ? OA_SEAL_NONE : OA_SEAL_DAMAGED;
 	}
 	return 0;
 }
@@ -230,6 +345,7 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l)
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
 		oa_put64(b + 32 + 8 * i, l->jmax[i]);
 	oa_put64(b + 32 + 8 * OA_LIVE_JMAX, l->jnamed);
+	seal_encode(b + OA_SEAL_OFF, l);
 	if (f->live && f->cfd_rw) {
 		memcpy(f->live, b, sizeof(b));
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -252,6 +368,8 @@ int oa_ctl_read_ckpt(struct oa_file *f, uint64_t *ckpt, bool *foreign)
 	}
 	*ckpt = s.a;
 	*foreign = s.ino != f->ino || s.igen != f->igen;
+	f->cino = s.ino;
+	f->cigen = s.igen;
 	return 0;
 }
 
