@@ -22,6 +22,14 @@ static const struct option jdir_longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
+static const struct option recover_longopts[] = {
+	{ "journal-dir", required_argument, NULL, 'J' },
+	{ "adopt", no_argument, NULL, 'a' },
+	{ "discard", no_argument, NULL, 'd' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
 /*
  * Parse the options recover and check share.  Returns -1 to go on (with
  * *JDIR set and optind at the first PATH), or the exit status to return.
@@ -51,18 +59,45 @@ static int parse_jdir(const struct tool_cmd *cmd, int argc, char **argv,
 
 static int recover_f(const struct tool_cmd *cmd, int argc, char **argv)
 {
-	const char *jdir;
-	int ret, status = TOOL_EXIT_OK;
+	const char *jdir = NULL;
+	unsigned flags = 0;
+	int opt, ret, status = TOOL_EXIT_OK;
 
-	ret = parse_jdir(cmd, argc, argv, &jdir);
-	if (ret >= 0)
-		return ret;
-	/* Each path on its own: one that fails does not stop the rest. */
+	while ((opt = getopt_long(argc, argv, ":J:h", recover_longopts,
+				  NULL)) != -1) {
+		switch (opt) {
+		case 'J':
+			jdir = optarg;
+			break;
+		case 'a':
+			flags |= OA__RECOVER_ADOPT;
+			break;
+		case 'd':
+			flags |= OA__RECOVER_DISCARD;
+			break;
+		case 'h':
+			return tool_help(cmd);
+		default:
+			return tool_badopt(cmd, opt, argv);
+		}
+	}
+	if (optind == argc)
+		return tool_usage(cmd, "missing PATH");
+	/* Each path on its own: one that fails does not stop the rest.  The
+	 * findings (which file, which record) go to stderr before the error
+	 * line; what --discard threw away is said there too. */
 	for (int i = optind; i < argc; i++) {
-		ret = jdir ? oa__recover_opts(argv[i], jdir)
-			   : oa_recover(argv[i]);
-		if (ret < 0)
-			status = tool_error_jdir(argv[i], jdir, NULL, errno);
+		ret = oa__recover_ex(argv[i], jdir, flags, stderr);
+		if (ret < 0) {
+			int e = errno;
+			if (e == EUCLEAN)
+				tool_errorf(argv[i], "not recovered: damaged or "
+					    "copied journal or control file "
+					    "(see above; nothing was applied)");
+			else
+				tool_error_jdir(argv[i], jdir, NULL, e);
+			status = TOOL_EXIT_ERR;
+		}
 	}
 	return status;
 }
@@ -102,7 +137,7 @@ static int check_f(const struct tool_cmd *cmd, int argc, char **argv)
 const struct tool_cmd recover_cmd = {
 	.name = "recover",
 	.func = recover_f,
-	.args = "[--journal-dir DIR] PATH...",
+	.args = "[--journal-dir DIR] [--adopt | --discard] PATH...",
 	.oneline = "finish or discard what a crash left behind for each PATH",
 	.help =
 " For each PATH, applies the transactions a crash left committed in its\n"
@@ -112,13 +147,22 @@ const struct tool_cmd recover_cmd = {
 " idempotent, leaves files without a journal alone, and is safe while\n"
 " other processes use the files.  A PATH that fails is reported on one\n"
 " line and the others are still recovered; the exit status is 1 if any\n"
-" failed.  A damaged journal is never applied (see oatomic check).\n"
+" failed.  A damaged journal is never applied: recover refuses, naming the\n"
+" damaged file (control file or journal) and record (seq, LSN), and leaves\n"
+" PATH untouched.  So does a copy of a crashed directory (cp -a, rsync,\n"
+" tar: new inode numbers) whose journals hold committed transactions.\n"
 "\n"
 " Options:\n"
 "   -J, --journal-dir DIR  the journals are in DIR, not beside each PATH\n"
+"       --adopt            replay the journals of a copied directory: they\n"
+"                          and the control file name the same old inode\n"
+"       --discard          throw away the damaged or copied journals that\n"
+"                          recovery refuses, leaving PATH as it is, and say\n"
+"                          so (one line per journal); the rest is recovered\n"
 "\n"
 " Example:\n"
-"   oatomic recover /var/lib/app/*.db\n",
+"   oatomic recover /var/lib/app/*.db\n"
+"   cp -a /crashed/dir /copy && oatomic recover --adopt /copy/state.db\n",
 };
 
 const struct tool_cmd check_cmd = {
