@@ -39,6 +39,8 @@ struct jrn {
 	uint64_t gen;
 	bool bad;               /* damage found in it */
 	bool pend;              /* holds a commit newer than the checkpoint */
+	bool copy;              /* names the inode the control file names, not
+				 * the file's: copied with it */
 	char name[NAME_MAX + 1];
 };
 
@@ -550,7 +552,8 @@ static int scan_all(struct oa_file *f, struct scan *S)
 			oa_xclose(fd);
 			goto fail;
 		}
-		S->j[S->nj] = (struct jrn){ fd, idx[i], s.a, false, false, "" };
+		S->j[S->nj] = (struct jrn){ fd, idx[i], s.a, false, false, copy,
+					    "" };
 		snprintf(S->j[S->nj].name, sizeof(S->j[S->nj].name), "%s", name);
 		S->nj++;
 		size_t nacc = S->nacc, ninc = S->ninc;
@@ -823,6 +826,37 @@ static int discard(struct oa_file *f, struct scan *S)
 	return ret;
 }
 
+/*
+ * After the checkpoint of a copied directory (clean, adopted) is written
+ * for this file: its journals, which name the old inode, get a new
+ * generation under this one, so that they are this file's again (not
+ * "another file's").  I6: every commit they hold is covered by the durable
+ * checkpoint just written.  Flushed, once: losing it only leaves a journal
+ * that is reported as another file's and reset before reuse.  A journal a
+ * live handle owns is left alone.
+ */
+static void restamp(struct oa_file *f, struct scan *S)
+{
+	for (size_t i = 0; i < S->nj; i++) {
+		struct oa_slot s;
+		if (!S->j[i].copy)
+			continue;
+		int fd = oa_xopenat(f->dfd, S->j[i].name, O_RDWR | O_NOFOLLOW, 0);
+		if (fd < 0)
+			continue;
+		if (oa_lock(fd, OA_LOCK_OWNER, F_WRLCK, 0) == 0 &&
+		    oa_slots_read(fd, OA_JNL_MAGIC, &s) == 0) {
+			s.slot_seq++;
+			s.a = oa_random64();
+			s.ino = f->ino;
+			s.igen = f->igen;
+			if (oa_slot_write(fd, OA_JNL_MAGIC, &s) == 0)
+				oa_xfdatasync(fd);
+		}
+		oa_xclose(fd);
+	}
+}
+
 int oa_recover_locked(struct oa_file *f)
 {
 	struct scan S = { .path = f->rpath ? f->rpath : "", .out = f->rout,
@@ -831,9 +865,22 @@ int oa_recover_locked(struct oa_file *f)
 	uint64_t top, seen = 0;
 	int ret = -1, r;
 
+	/* Findings are said only when they matter: when recovery refuses (or
+	 * throws away, or adopts); a clean copy recovers silently. */
+	char *nbuf = NULL;
+	size_t nlen = 0;
+	if (f->rout)
+		S.out = open_memstream(&nbuf, &nlen);
 	if (oa_live_read(f, &l) < 0)
-		return -1;
+		goto out;
 	r = scan_from_ckpt(f, &S);
+	if (S.out && (r < 0 || (f->rflags & OA__RECOVER_ADOPT))) {
+		int e = errno;
+		fflush(S.out);
+		fwrite(nbuf, 1, nlen, f->rout);
+		fflush(f->rout);
+		errno = e;
+	}
 	if (r < 0 && errno == EUCLEAN && (f->rflags & OA__RECOVER_DISCARD)) {
 		/* Throw the refused part away, then recover the rest with the
 		 * evidence waived: what it spoke of is gone on request. */
@@ -841,7 +888,7 @@ int oa_recover_locked(struct oa_file *f)
 			goto out;
 		seen = S.max_seen > S.ack ? S.max_seen : S.ack;
 		scan_free(&S);
-		S = (struct scan){ .path = S.path, .out = f->rout,
+		S = (struct scan){ .path = S.path, .out = S.out,
 				   .flags = (f->rflags & ~OA__RECOVER_DISCARD) |
 					    OA__RECOVER_NOEVIDENCE |
 					    OA__RECOVER_QUIET };
@@ -873,6 +920,8 @@ int oa_recover_locked(struct oa_file *f)
 			goto out;
 		if (oa_ctl_write_ckpt(f, top) < 0)
 			goto out;
+		if (S.fctl && !S.copied)
+			restamp(f, &S);
 	}
 	/* Rebuilt; jnamed stays: a set bit records a directory flush that
 	 * returned 0, which no crash undoes (only drop_extra_journals removes
@@ -886,6 +935,12 @@ int oa_recover_locked(struct oa_file *f)
 	ret = oa_live_write(f, &l);
 out:
 	scan_free(&S);
+	if (S.out) {
+		int e = errno;
+		fclose(S.out);
+		errno = e;
+	}
+	free(nbuf);
 	return ret;
 }
 
