@@ -256,32 +256,55 @@ int oa_ctl_open(struct oa_file *f, bool create)
 	return -1;
 }
 
-/* Decode the seal at B (OA_SEAL_BYTES) into L->seal, L->ack_seq. */
-static void seal_decode(const unsigned char *b, struct oa_live *l)
+/* One copy of the seal at B: OA_SEAL_NONE (all zero), OA_SEAL_DAMAGED, or
+ * valid (OA_SEAL_THIS_BOOT / OA_SEAL_OLD_BOOT, *ACK set). */
+static int seal_decode1(const unsigned char *b, uint64_t *ack)
 {
 	unsigned char me[16];
 	bool zero = true;
 
-	l->ack_seq = 0;
+	*ack = 0;
 	for (int i = 0; i < OA_SEAL_BYTES && zero; i++)
 		zero = b[i] == 0;
-	if (zero) {
-		l->seal = OA_SEAL_NONE;
-		return;
-	}
+	if (zero)
+		return OA_SEAL_NONE;
 	if (oa_get64(b) != OA_SEAL_MAGIC || oa_get32(b + 32) != 0 ||
-	    oa_get32(b + 36) != oa_crc32c(0, b, 36)) {
-		l->seal = OA_SEAL_DAMAGED;
-		return;
-	}
-	if (!oa_boot_id(me) || memcmp(me, b + 8, 16)) {
-		/* From another boot (or a boot we cannot tell): a power cut
-		 * may have torn the flush it speaks of. */
+	    oa_get32(b + 36) != oa_crc32c(0, b, 36))
+		return OA_SEAL_DAMAGED;
+	/* From another boot (or a boot we cannot tell): a power cut may
+	 * have torn the flush it speaks of. */
+	if (!oa_boot_id(me) || memcmp(me, b + 8, 16))
+		return OA_SEAL_OLD_BOOT;
+	*ack = oa_get64(b + 24);
+	return OA_SEAL_THIS_BOOT;
+}
+
+/* The seal's two copies into L->seal, L->ack_seq.  A valid copy of this
+ * boot is evidence (the larger ack_seq of two: a copy one write behind is
+ * only a lower bound); one garbled copy beside a zero or valid one is what
+ * a torn write leaves; two garbled copies are damage. */
+static void seal_decode(const unsigned char *live, struct oa_live *l)
+{
+	unsigned char me[16];
+	uint64_t a1, a2;
+	int s1 = seal_decode1(live + OA_SEAL_OFF, &a1);
+	int s2 = seal_decode1(live + OA_SEAL2_OFF, &a2);
+
+	l->ack_seq = 0;
+	if (s1 == OA_SEAL_THIS_BOOT || s2 == OA_SEAL_THIS_BOOT) {
+		l->seal = OA_SEAL_THIS_BOOT;
+		l->ack_seq = a1 > a2 ? a1 : a2;
+	} else if (s1 == OA_SEAL_OLD_BOOT || s2 == OA_SEAL_OLD_BOOT) {
 		l->seal = OA_SEAL_OLD_BOOT;
-		return;
+	} else if (s1 == OA_SEAL_DAMAGED && s2 == OA_SEAL_DAMAGED &&
+		   oa_boot_id(me)) {
+		/* Where no boot id can be had (the simulator: every crash a
+		 * reboot), no seal is ever written and garbage there is what
+		 * a cut tore: no evidence, the rule for a power cut. */
+		l->seal = OA_SEAL_DAMAGED;
+	} else {
+		l->seal = OA_SEAL_NONE;
 	}
-	l->seal = OA_SEAL_THIS_BOOT;
-	l->ack_seq = oa_get64(b + 24);
 }
 
 static void seal_encode(unsigned char *b, const struct oa_live *l)
@@ -300,7 +323,6 @@ static void seal_encode(unsigned char *b, const struct oa_live *l)
 int oa_live_read(struct oa_file *f, struct oa_live *l)
 {
 	unsigned char b[OA_LIVE_BYTES];
-	bool zero = true;
 
 	if (f->live) {
 		/* Written only under COMMIT; the fences order our accesses
@@ -321,17 +343,14 @@ int oa_live_read(struct oa_file *f, struct oa_live *l)
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
 		l->jmax[i] = oa_get64(b + 32 + 8 * i);
 	l->jnamed = oa_get64(b + 32 + 8 * OA_LIVE_JMAX);
-	seal_decode(b + OA_SEAL_OFF, l);
 	if (l->magic != OA_LIVE_MAGIC) {
-		/* Never initialised: treat as "nothing known"; the opener that
-		 * recovers rewrites it.  Not all zero is damage: the seal
-		 * cannot be trusted either. */
-		for (size_t i = 0; i < sizeof(b) && zero; i++)
-			zero = b[i] == 0;
+		/* Never initialised (or torn by a power cut): treat as
+		 * "nothing known"; the opener that recovers rewrites it.  The
+		 * seal has its own checksums and is decoded on its own. */
 		memset(l, 0, sizeof(*l));
 		l->magic = OA_LIVE_MAGIC;
-		l->seal = zero ? OA_SEAL_NONE : OA_SEAL_DAMAGED;
 	}
+	seal_decode(b, l);
 	return 0;
 }
 
@@ -345,7 +364,10 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l)
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
 		oa_put64(b + 32 + 8 * i, l->jmax[i]);
 	oa_put64(b + 32 + 8 * OA_LIVE_JMAX, l->jnamed);
+	memset(b + OA_SEAL_OFF + OA_SEAL_BYTES, 0,
+	       OA_SEAL2_OFF - OA_SEAL_OFF - OA_SEAL_BYTES);
 	seal_encode(b + OA_SEAL_OFF, l);
+	memcpy(b + OA_SEAL2_OFF, b + OA_SEAL_OFF, OA_SEAL_BYTES);
 	if (f->live && f->cfd_rw) {
 		memcpy(f->live, b, sizeof(b));
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);

@@ -166,10 +166,12 @@ struct oa_commit_hdr {
  *   0 magic  8 last_seq  16 dirty_seq  24 ckpt_seq
  *  32 jmax[OA_LIVE_JMAX]: newest commit seq in journal K's generation
  * 544 jnamed
- * 552 the seal (48 bytes, inside the live area's second 512-byte sector):
- *     552 magic "OASEAL1"  560 boot id (16 bytes, /proc/sys/kernel/random/
- *     boot_id)  576 ack_seq: the newest commit whose flush returned (I13)
- *     584 0 u32  588 crc32c of bytes 552..587.
+ * 552 the seal, 40 bytes, and again at 1024 (two copies in two 512-byte
+ *     sectors, both written every time: a write torn by a power cut can
+ *     garble one sector, never both):
+ *     0 magic "OSEAL1"  8 boot id (16 bytes, /proc/sys/kernel/random/
+ *     boot_id)  24 ack_seq: the newest commit whose flush returned (I13)
+ *     32 0 u32  36 crc32c of bytes 0..35.
  * A SIGKILL keeps the page cache, so a seal of this boot is evidence of
  * what was acknowledged; after a reboot it is stale (FORMAT.md, rule 6). */
 struct oa_live {
@@ -185,13 +187,14 @@ struct oa_live {
 	int seal;
 };
 #define OA_SEAL_OFF       552
+#define OA_SEAL2_OFF      1024
 #define OA_SEAL_BYTES     40
 #define OA_SEAL_MAGIC     0x314c4145534fULL    /* "OSEAL1" */
 #define OA_SEAL_NONE      0    /* all zero: no evidence (older writer) */
 #define OA_SEAL_THIS_BOOT 1    /* valid, written during this boot */
 #define OA_SEAL_OLD_BOOT  2    /* valid, from another boot: stale */
-#define OA_SEAL_DAMAGED   (-1) /* neither zero nor valid */
-#define OA_LIVE_BYTES (OA_SEAL_OFF + OA_SEAL_BYTES)
+#define OA_SEAL_DAMAGED   (-1) /* both copies garbled (not zero) */
+#define OA_LIVE_BYTES (OA_SEAL2_OFF + OA_SEAL_BYTES)
 /* The control file is created OA_CTL_SIZE bytes long; version 1 files made
  * before the seal are OA_CTL_MIN_SIZE (8744) long and are extended by the
  * first writer that opens them.  Shorter is damage. */

@@ -125,6 +125,8 @@ static void reboot(void)
 	oa_put32(b + 36, oa_crc32c(0, b, 36));
 	CHECK(pwrite(fd, b, sizeof(b), OA_LIVE_OFF + OA_SEAL_OFF) ==
 	      (ssize_t)sizeof(b));
+	CHECK(pwrite(fd, b, sizeof(b), OA_LIVE_OFF + OA_SEAL2_OFF) ==
+	      (ssize_t)sizeof(b));
 	close(fd);
 }
 
