@@ -652,6 +652,7 @@ int oa_commit_journal(struct oa_file *f)
 		oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)lsn);
 		f->pos = oa_align_up(lsn + OA_REC_HDR + body, OA_REC_ALIGN);
 		l.dirty_seq = 0;
+		l.gap_seq = seq;   /* I13: no commit will carry this seq */
 		oa_live_write(f, &l);
 		errno = e;
 		goto fail_unlock;
@@ -669,6 +670,7 @@ int oa_commit_journal(struct oa_file *f)
 		if (oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)lsn) == 0)
 			oa_xfdatasync(f->jfd);
 		l.dirty_seq = 0;
+		l.gap_seq = seq;   /* I13: this seq may be missing */
 		oa_live_write(f, &l);
 		errno = EIO;
 		goto fail_unlock;

@@ -258,24 +258,25 @@ int oa_ctl_open(struct oa_file *f, bool create)
 
 /* One copy of the seal at B: OA_SEAL_NONE (all zero), OA_SEAL_DAMAGED, or
  * valid (OA_SEAL_THIS_BOOT / OA_SEAL_OLD_BOOT, *ACK set). */
-static int seal_decode1(const unsigned char *b, uint64_t *ack)
+static int seal_decode1(const unsigned char *b, uint64_t *ack, uint64_t *gap)
 {
 	unsigned char me[16];
 	bool zero = true;
 
-	*ack = 0;
+	*ack = *gap = 0;
 	for (int i = 0; i < OA_SEAL_BYTES && zero; i++)
 		zero = b[i] == 0;
 	if (zero)
 		return OA_SEAL_NONE;
-	if (oa_get64(b) != OA_SEAL_MAGIC || oa_get32(b + 32) != 0 ||
-	    oa_get32(b + 36) != oa_crc32c(0, b, 36))
+	if (oa_get64(b) != OA_SEAL_MAGIC || oa_get32(b + 40) != 0 ||
+	    oa_get32(b + 44) != oa_crc32c(0, b, 44))
 		return OA_SEAL_DAMAGED;
 	/* From another boot (or a boot we cannot tell): a power cut may
 	 * have torn the flush it speaks of. */
 	if (!oa_boot_id(me) || memcmp(me, b + 8, 16))
 		return OA_SEAL_OLD_BOOT;
 	*ack = oa_get64(b + 24);
+	*gap = oa_get64(b + 32);
 	return OA_SEAL_THIS_BOOT;
 }
 
@@ -286,14 +287,15 @@ static int seal_decode1(const unsigned char *b, uint64_t *ack)
 static void seal_decode(const unsigned char *live, struct oa_live *l)
 {
 	unsigned char me[16];
-	uint64_t a1, a2;
-	int s1 = seal_decode1(live + OA_SEAL_OFF, &a1);
-	int s2 = seal_decode1(live + OA_SEAL2_OFF, &a2);
+	uint64_t a1, a2, g1, g2;
+	int s1 = seal_decode1(live + OA_SEAL_OFF, &a1, &g1);
+	int s2 = seal_decode1(live + OA_SEAL2_OFF, &a2, &g2);
 
-	l->ack_seq = 0;
+	l->ack_seq = l->gap_seq = 0;
 	if (s1 == OA_SEAL_THIS_BOOT || s2 == OA_SEAL_THIS_BOOT) {
 		l->seal = OA_SEAL_THIS_BOOT;
 		l->ack_seq = a1 > a2 ? a1 : a2;
+		l->gap_seq = g1 > g2 ? g1 : g2;
 	} else if (s1 == OA_SEAL_OLD_BOOT || s2 == OA_SEAL_OLD_BOOT) {
 		l->seal = OA_SEAL_OLD_BOOT;
 	} else if (s1 == OA_SEAL_DAMAGED && s2 == OA_SEAL_DAMAGED &&
@@ -317,7 +319,8 @@ static void seal_encode(unsigned char *b, const struct oa_live *l)
 	oa_put64(b, OA_SEAL_MAGIC);
 	memcpy(b + 8, me, 16);
 	oa_put64(b + 24, l->ack_seq);
-	oa_put32(b + 36, oa_crc32c(0, b, 36));
+	oa_put64(b + 32, l->gap_seq);
+	oa_put32(b + 44, oa_crc32c(0, b, 44));
 }
 
 int oa_live_read(struct oa_file *f, struct oa_live *l)

@@ -166,12 +166,14 @@ struct oa_commit_hdr {
  *   0 magic  8 last_seq  16 dirty_seq  24 ckpt_seq
  *  32 jmax[OA_LIVE_JMAX]: newest commit seq in journal K's generation
  * 544 jnamed
- * 552 the seal, 40 bytes, and again at 1024 (two copies in two 512-byte
+ * 552 the seal, 48 bytes, and again at 1024 (two copies in two 512-byte
  *     sectors, both written every time: a write torn by a power cut can
  *     garble one sector, never both):
  *     0 magic "OSEAL1"  8 boot id (16 bytes, /proc/sys/kernel/random/
  *     boot_id)  24 ack_seq: the newest commit whose flush returned (I13)
- *     32 0 u32  36 crc32c of bytes 0..35.
+ *     32 gap_seq: the newest seq handed out to a commit that failed (its
+ *     record never became durable, or was revoked): no commit has it
+ *     40 0 u32  44 crc32c of bytes 0..43.
  * A SIGKILL keeps the page cache, so a seal of this boot is evidence of
  * what was acknowledged; after a reboot it is stale (FORMAT.md, rule 6). */
 struct oa_live {
@@ -183,12 +185,12 @@ struct oa_live {
 	uint64_t jnamed;
 	/* 552: the seal, decoded.  ack_seq is 0 unless the seal is valid and
 	 * of this boot (seal == OA_SEAL_THIS_BOOT). */
-	uint64_t ack_seq;
+	uint64_t ack_seq, gap_seq;
 	int seal;
 };
 #define OA_SEAL_OFF       552
 #define OA_SEAL2_OFF      1024
-#define OA_SEAL_BYTES     40
+#define OA_SEAL_BYTES     48
 #define OA_SEAL_MAGIC     0x314c4145534fULL    /* "OSEAL1" */
 #define OA_SEAL_NONE      0    /* all zero: no evidence (older writer) */
 #define OA_SEAL_THIS_BOOT 1    /* valid, written during this boot */

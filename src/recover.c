@@ -63,6 +63,7 @@ struct scan {
 	bool lost_ack;          /* an acknowledged commit is nowhere */
 	int seal;               /* the live area's seal (OA_SEAL_*) */
 	uint64_t ack;           /* ... and its ack_seq (this boot only) */
+	uint64_t gap;           /* ... and its gap_seq */
 	unsigned flags;         /* OA__RECOVER_* */
 	int damaged, unsafe, foreign, copied;
 	int *disc;              /* journals (by number) to discard: damaged
@@ -410,35 +411,53 @@ static const char *jname_of(const struct scan *S, int j)
  */
 static void check_evidence(struct scan *S)
 {
-	bool found = false;
-
 	if (MUTANT(25) || (S->flags & OA__RECOVER_NOEVIDENCE) ||
 	    (S->fctl && !(S->flags & OA__RECOVER_ADOPT)))
 		return;
 	if (S->seal == OA_SEAL_THIS_BOOT && S->ack > S->ckpt) {
-		for (size_t i = 0; i < S->nacc && !found; i++)
-			found = S->acc[i].seq == S->ack;
-		for (size_t i = 0; i < S->ninc; i++) {
-			const struct acc *c = &S->inc[i];
-			if (c->seq > S->ack || c->seq < S->max_acc)
-				continue;   /* torn, or reported below */
-			note(S, "journal %s: commit %llu at LSN %llu was "
-			     "acknowledged (live area of %s, this boot) but "
-			     "its records are damaged", jname_of(S, c->j),
-			     (unsigned long long)c->seq,
-			     (unsigned long long)c->lsn, S->cname);
-			S->j[c->j].bad = true;
+		/* Seqs are handed out one by one under COMMIT, and the seal
+		 * knows the last one that went to a failed commit (gap_seq):
+		 * every seq after it up to ack_seq is an acknowledged commit,
+		 * and ack_seq itself always is.  A replay that missed one
+		 * would write the older commits over its bytes (I7). */
+		uint64_t lo = S->ckpt > S->gap ? S->ckpt : S->gap;
+		size_t i = 0;
+		int told = 0;
+		if (lo >= S->ack)
+			lo = S->ack - 1;
+		for (uint64_t q = lo + 1; q <= S->ack; q++) {
+			const struct acc *c = NULL;
+			while (i < S->nacc && S->acc[i].seq < q)
+				i++;
+			if (i < S->nacc && S->acc[i].seq == q)
+				continue;
+			for (size_t k = 0; k < S->ninc && !c; k++)
+				if (S->inc[k].seq == q)
+					c = &S->inc[k];
+			if (c && c->seq < S->max_acc)
+				continue;   /* reported by rule 6 already */
 			S->damaged++;
-			found = found || c->seq == S->ack;
+			if (c)
+				S->j[c->j].bad = true;
+			else
+				S->lost_ack = true;
+			if (++told > 8)
+				continue;
+			if (c)
+				note(S, "journal %s: commit %llu at LSN %llu was "
+				     "acknowledged (live area of %s, this boot) "
+				     "but its records are damaged",
+				     jname_of(S, c->j), (unsigned long long)q,
+				     (unsigned long long)c->lsn, S->cname);
+			else
+				note(S, "commit %llu was acknowledged (live area "
+				     "of %s, this boot) but no journal holds it: "
+				     "a journal damaged, truncated or removed",
+				     (unsigned long long)q, S->cname);
 		}
-		if (!found) {
-			note(S, "commit %llu was acknowledged (live area of %s, "
-			     "this boot) but no journal holds it: a journal "
-			     "damaged, truncated or removed",
-			     (unsigned long long)S->ack, S->cname);
-			S->lost_ack = true;
-			S->damaged++;
-		}
+		if (told > 8)
+			note(S, "... and %d more acknowledged commits lost",
+			     told - 8);
 	} else if (S->seal == OA_SEAL_DAMAGED) {
 		for (size_t i = 0; i < S->ninc; i++) {
 			const struct acc *c = &S->inc[i];
@@ -673,6 +692,7 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 		return -2;
 	S->seal = l.seal;
 	S->ack = l.ack_seq;
+	S->gap = l.gap_seq;
 	/* Created complete (I8), extended but never cut: shorter is damage. */
 	if (size < OA_CTL_MIN_SIZE) {
 		note(S, "control file %s is %llu bytes, shorter than the %u it "

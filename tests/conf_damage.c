@@ -25,6 +25,7 @@
 
 #include "testutil.h"
 #include "internal.h"
+#include "oatomic-private.h"
 
 #define BLK     4096
 #define NBLK    64
@@ -266,6 +267,8 @@ int main(void)
 			 strrchr(victim, '/') ? strrchr(victim, '/') + 1 : victim);
 		damage(victim, kind, &st, what, sizeof(what));
 
+		if (only >= 0)   /* replaying one trial: what check says */
+			oa__check(path, NULL, stdout);
 		errno = 0;
 		r = oa_recover(path);
 		err = errno;

@@ -122,7 +122,7 @@ static void reboot(void)
 	      (ssize_t)sizeof(b));
 	CHECK_EQ(oa_get64(b), OA_SEAL_MAGIC);
 	b[8] ^= 0xff;                       /* another boot id */
-	oa_put32(b + 36, oa_crc32c(0, b, 36));
+	oa_put32(b + 44, oa_crc32c(0, b, 44));
 	CHECK(pwrite(fd, b, sizeof(b), OA_LIVE_OFF + OA_SEAL_OFF) ==
 	      (ssize_t)sizeof(b));
 	CHECK(pwrite(fd, b, sizeof(b), OA_LIVE_OFF + OA_SEAL2_OFF) ==
