@@ -695,9 +695,9 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 	S->gap = l.gap_seq;
 	/* Created complete (I8), extended but never cut: shorter is damage. */
 	if (size < OA_CTL_MIN_SIZE) {
-		note(S, "control file %s is %llu bytes, shorter than the %u it "
-		     "is created with: truncated, damaged", S->cname,
-		     (unsigned long long)size, (unsigned)OA_CTL_SIZE);
+		note(S, "control file %s is %llu bytes, shorter than any the "
+		     "library creates (%u): truncated, damaged", S->cname,
+		     (unsigned long long)size, (unsigned)OA_CTL_MIN_SIZE);
 		S->ctl_bad = true;
 		S->seal = OA_SEAL_DAMAGED;
 	}
