@@ -34,10 +34,12 @@
  *      written and cleared after its apply; a committer or opener that finds
  *      it set while holding COMMIT knows the previous committer died, and
  *      replays.
- *  I13 The live area's seal (boot id, ack_seq) records a commit as
- *      acknowledged after its flush returned and before its apply begins;
- *      recovery in the same boot takes an acknowledged commit it cannot
- *      find complete for damage (EUCLEAN), never for a torn flush.
+ *  I13 The live area's seal (boot id, ack_seq, gap_seq) records a commit
+ *      as acknowledged after its flush returned and before its apply
+ *      begins, and a seq a failed commit consumed when it fails; recovery
+ *      in the same boot takes an acknowledged commit it cannot find
+ *      complete (ack_seq, and every seq after max(checkpoint, gap_seq) up
+ *      to it) for damage (EUCLEAN), never for a torn flush.
  *  I12 The journal never writes again a block that a clone may have shared
  *      with the file: a generation that placed a record for cloning ends
  *      by cutting the journal back to its ring (recycle), and the next
