@@ -15,10 +15,11 @@
 
 /*
  * The boot id, the live area's proof of being from this boot (its seal,
- * format.h).  Read from the real /proc only: under another system-call
- * table (the power-loss simulator) a crash is a reboot the library cannot
- * see, so there is no boot id, no seal is written and recovery uses the
- * rule for a power cut.
+ * format.h).  Read from the real /proc, and only while the files are the
+ * kernel's (the seam's openat is the real one; a test may wrap a flush or
+ * a write around them): under the power-loss simulator, whose files are
+ * its own, a crash is a reboot the library cannot see, so there is no boot
+ * id, no seal is written and recovery uses the rule for a power cut.
  */
 static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
 static unsigned char boot_id[16];
@@ -56,7 +57,7 @@ static void boot_read(void)
 
 bool oa_boot_id(unsigned char out[16])
 {
-	if (oa_sys != &oa_sys_linux)
+	if (oa_sys->openat != oa_sys_linux.openat)
 		return false;
 	pthread_once(&boot_once, boot_read);
 	if (boot_ok)
