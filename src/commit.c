@@ -34,6 +34,12 @@
  *      written and cleared after its apply; a committer or opener that finds
  *      it set while holding COMMIT knows the previous committer died, and
  *      replays.
+ *  I13 The live area's seal (boot id, ack_seq, gap_seq) records a commit
+ *      as acknowledged after its flush returned and before its apply
+ *      begins, and a seq a failed commit consumed when it fails; recovery
+ *      in the same boot takes an acknowledged commit it cannot find
+ *      complete (ack_seq, and every seq after max(checkpoint, gap_seq) up
+ *      to it) for damage (EUCLEAN), never for a torn flush.
  *  I12 The journal never writes again a block that a clone may have shared
  *      with the file: a generation that placed a record for cloning ends
  *      by cutting the journal back to its ring (recycle), and the next
@@ -643,6 +649,7 @@ int oa_commit_journal(struct oa_file *f)
 		oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)lsn);
 		f->pos = oa_align_up(lsn + OA_REC_HDR + body, OA_REC_ALIGN);
 		l.dirty_seq = 0;
+		l.gap_seq = seq;   /* I13: no commit will carry this seq */
 		oa_live_write(f, &l);
 		errno = e;
 		goto fail_unlock;
@@ -660,7 +667,22 @@ int oa_commit_journal(struct oa_file *f)
 		if (oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)lsn) == 0)
 			oa_xfdatasync(f->jfd);
 		l.dirty_seq = 0;
+		l.gap_seq = seq;   /* I13: this seq may be missing */
 		oa_live_write(f, &l);
+		errno = EIO;
+		goto fail_unlock;
+	}
+	/* I13: the live area records the acknowledgement before the apply
+	 * touches the file: a file a commit's apply has begun to change has
+	 * that commit in the seal's ack_seq, so recovery in this boot never
+	 * drops it as a torn flush.  A store in the shared page (or a pwrite
+	 * into the page cache), no flush: a SIGKILL keeps it, and after a
+	 * power cut the boot id in the seal no longer matches. */
+	l.ack_seq = seq;
+	if (oa_live_write(f, &l) < 0) {
+		/* Committed, not applied, dirty marker set: the next committer
+		 * or opener replays it (I10). */
+		f->latched = true;
 		errno = EIO;
 		goto fail_unlock;
 	}

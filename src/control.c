@@ -8,10 +8,64 @@
 #include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "internal.h"
+
+/*
+ * The boot id, the live area's proof of being from this boot (its seal,
+ * format.h).  Read from the real /proc, and only while the files are the
+ * kernel's (the seam's openat is the real one; a test may wrap a flush or
+ * a write around them): under the power-loss simulator, whose files are
+ * its own, a crash is a reboot the library cannot see, so there is no boot
+ * id, no seal is written and recovery uses the rule for a power cut.
+ */
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+static unsigned char boot_id[16];
+static bool boot_ok;
+
+static void boot_read(void)
+{
+	char t[64];
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	int k = 0;
+
+	if (fd < 0)
+		return;
+	n = read(fd, t, sizeof(t) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	t[n] = 0;
+	for (ssize_t i = 0; i < n && k < 32; i++) {
+		int c = t[i], v;
+		if (c >= '0' && c <= '9')
+			v = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			v = c - 'A' + 10;
+		else
+			continue;
+		boot_id[k / 2] = (unsigned char)(boot_id[k / 2] << 4 | v);
+		k++;
+	}
+	boot_ok = k == 32;
+}
+
+bool oa_boot_id(unsigned char out[16])
+{
+	if (oa_sys->openat != oa_sys_linux.openat)
+		return false;
+	pthread_once(&boot_once, boot_read);
+	if (boot_ok)
+		memcpy(out, boot_id, 16);
+	return boot_ok;
+}
 
 int oa_name(struct oa_file *f, char *out, size_t n, int kind, int idx)
 {
@@ -200,6 +254,19 @@ static void map_live(struct oa_file *f)
 		f->live = p;
 }
 
+/* A version 1 control file made before the seal existed is
+ * OA_CTL_MIN_SIZE long: a writer extends it with zeros (no seal) so that the
+ * live area maps.  Not flushed: the seal is not durable state, and a crash
+ * that loses the extension leaves the old size, which is still valid.  A
+ * shorter file is damage, left for recovery to report. */
+static void extend_old(struct oa_file *f)
+{
+	struct stat st;
+	if (f->cfd_rw && oa_xfstat(f->cfd, &st) == 0 &&
+	    st.st_size >= OA_CTL_MIN_SIZE && st.st_size < OA_CTL_SIZE)
+		oa_xftruncate(f->cfd, OA_CTL_SIZE);
+}
+
 void oa_ctl_unmap(struct oa_file *f)
 {
 	if (f->live && oa_sys->munmap)
@@ -238,6 +305,7 @@ int oa_ctl_open(struct oa_file *f, bool create)
 			}
 			f->cfd = fd;
 			f->cfd_rw = rw;
+			extend_old(f);
 			map_live(f);
 			return 0;
 		}
@@ -259,9 +327,77 @@ int oa_ctl_open(struct oa_file *f, bool create)
 	return -1;
 }
 
+/* One copy of the seal at B: OA_SEAL_NONE (all zero), OA_SEAL_DAMAGED, or
+ * valid (OA_SEAL_THIS_BOOT / OA_SEAL_OLD_BOOT, *ACK set). */
+static int seal_decode1(const unsigned char *b, uint64_t *ack, uint64_t *gap)
+{
+	unsigned char me[16];
+	bool zero = true;
+
+	*ack = *gap = 0;
+	for (int i = 0; i < OA_SEAL_BYTES && zero; i++)
+		zero = b[i] == 0;
+	if (zero)
+		return OA_SEAL_NONE;
+	if (oa_get64(b) != OA_SEAL_MAGIC || oa_get32(b + 40) != 0 ||
+	    oa_get32(b + 44) != oa_crc32c(0, b, 44))
+		return OA_SEAL_DAMAGED;
+	/* From another boot (or a boot we cannot tell): a power cut may
+	 * have torn the flush it speaks of. */
+	if (!oa_boot_id(me) || memcmp(me, b + 8, 16))
+		return OA_SEAL_OLD_BOOT;
+	*ack = oa_get64(b + 24);
+	*gap = oa_get64(b + 32);
+	return OA_SEAL_THIS_BOOT;
+}
+
+/* The seal's two copies into L->seal, L->ack_seq.  A valid copy of this
+ * boot is evidence (the larger ack_seq of two: a copy one write behind is
+ * only a lower bound); one garbled copy beside a zero or valid one is what
+ * a torn write leaves; two garbled copies are damage. */
+static void seal_decode(const unsigned char *live, struct oa_live *l)
+{
+	unsigned char me[16];
+	uint64_t a1, a2, g1, g2;
+	int s1 = seal_decode1(live + OA_SEAL_OFF, &a1, &g1);
+	int s2 = seal_decode1(live + OA_SEAL2_OFF, &a2, &g2);
+
+	l->ack_seq = l->gap_seq = 0;
+	if (s1 == OA_SEAL_THIS_BOOT || s2 == OA_SEAL_THIS_BOOT) {
+		l->seal = OA_SEAL_THIS_BOOT;
+		l->ack_seq = a1 > a2 ? a1 : a2;
+		l->gap_seq = g1 > g2 ? g1 : g2;
+	} else if (s1 == OA_SEAL_OLD_BOOT || s2 == OA_SEAL_OLD_BOOT) {
+		l->seal = OA_SEAL_OLD_BOOT;
+	} else if (s1 == OA_SEAL_DAMAGED && s2 == OA_SEAL_DAMAGED &&
+		   oa_boot_id(me)) {
+		/* Where no boot id can be had (the simulator: every crash a
+		 * reboot), no seal is ever written and garbage there is what
+		 * a cut tore: no evidence, the rule for a power cut. */
+		l->seal = OA_SEAL_DAMAGED;
+	} else {
+		l->seal = OA_SEAL_NONE;
+	}
+}
+
+static void seal_encode(unsigned char *b, const struct oa_live *l)
+{
+	unsigned char me[16];
+
+	memset(b, 0, OA_SEAL_BYTES);
+	if (!oa_boot_id(me))
+		return;    /* no evidence rather than evidence we cannot date */
+	oa_put64(b, OA_SEAL_MAGIC);
+	memcpy(b + 8, me, 16);
+	oa_put64(b + 24, l->ack_seq);
+	oa_put64(b + 32, l->gap_seq);
+	oa_put32(b + 44, oa_crc32c(0, b, 44));
+}
+
 int oa_live_read(struct oa_file *f, struct oa_live *l)
 {
 	unsigned char b[OA_LIVE_BYTES];
+
 	if (f->live) {
 		/* Written only under COMMIT; the fences order our accesses
 		 * with the file I/O around them. */
@@ -282,11 +418,13 @@ int oa_live_read(struct oa_file *f, struct oa_live *l)
 		l->jmax[i] = oa_get64(b + 32 + 8 * i);
 	l->jnamed = oa_get64(b + 32 + 8 * OA_LIVE_JMAX);
 	if (l->magic != OA_LIVE_MAGIC) {
-		/* Never initialised: treat as "nothing known"; the opener that
-		 * recovers rewrites it. */
+		/* Never initialised (or torn by a power cut): treat as
+		 * "nothing known"; the opener that recovers rewrites it.  The
+		 * seal has its own checksums and is decoded on its own. */
 		memset(l, 0, sizeof(*l));
 		l->magic = OA_LIVE_MAGIC;
 	}
+	seal_decode(b, l);
 	return 0;
 }
 
@@ -300,6 +438,10 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l)
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
 		oa_put64(b + 32 + 8 * i, l->jmax[i]);
 	oa_put64(b + 32 + 8 * OA_LIVE_JMAX, l->jnamed);
+	memset(b + OA_SEAL_OFF + OA_SEAL_BYTES, 0,
+	       OA_SEAL2_OFF - OA_SEAL_OFF - OA_SEAL_BYTES);
+	seal_encode(b + OA_SEAL_OFF, l);
+	memcpy(b + OA_SEAL2_OFF, b + OA_SEAL_OFF, OA_SEAL_BYTES);
 	if (f->live && f->cfd_rw) {
 		memcpy(f->live, b, sizeof(b));
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -322,6 +464,8 @@ int oa_ctl_read_ckpt(struct oa_file *f, uint64_t *ckpt, bool *foreign)
 	}
 	*ckpt = s.a;
 	*foreign = s.ino != f->ino || s.igen != f->igen;
+	f->cino = s.ino;
+	f->cigen = s.igen;
 	return 0;
 }
 

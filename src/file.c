@@ -378,9 +378,10 @@ static int recover_only(struct oa_file *f)
 	return r;
 }
 
-static struct oa_file *handle_open(int dirfd, const char *path, int flags,
-				   mode_t mode, const struct oa_options *o,
-				   int purpose)
+static struct oa_file *handle_open_ex(int dirfd, const char *path,
+				      int flags, mode_t mode,
+				      const struct oa_options *o, int purpose,
+				      unsigned rflags, FILE *rout)
 {
 	struct oa_file *f;
 	char *base = NULL;
@@ -405,6 +406,9 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 	if (!f)
 		return NULL;
 	f->acc = acc;
+	f->rflags = rflags;
+	f->rout = rout;
+	f->rpath = path;
 	if (o) {
 		if (o->size < offsetof(struct oa_options, method) + sizeof(int) ||
 		    o->size > 4096) {
@@ -495,6 +499,10 @@ opened:
 		goto fail;
 	if (f->cfd >= 0 && purpose == P_RECOVER && recover_only(f) < 0)
 		goto fail;
+	/* Only this call's recovery reports or takes liberties. */
+	f->rflags = 0;
+	f->rout = NULL;
+	f->rpath = NULL;
 	if (purpose == P_WORK && (flags & O_TRUNC) && acc != O_RDONLY &&
 	    oa_ftruncate(f, 0) < 0)
 		goto fail;
@@ -505,13 +513,17 @@ fail:
 	return NULL;
 }
 
+static struct oa_file *handle_open(int dirfd, const char *path, int flags,
+				   mode_t mode, const struct oa_options *o,
+				   int purpose)
+{
+	return handle_open_ex(dirfd, path, flags, mode, o, purpose, 0, NULL);
+}
+
 struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
 			      const char *jdir)
 {
 	struct oa_options o = { .size = sizeof(o), .journal_dir = jdir };
-	/* Recovery opens the file for writing only if it has something to
-	 * write (oa_recover_locked): a clean file on a read-only mount, or one
-	 * the caller may not write, is recovered by doing nothing. */
 	return handle_open(dirfd, path, O_RDONLY,
 			   0, &o, purpose);
 }
@@ -532,9 +544,16 @@ oa_file *oa_openat(int dirfd, const char *path, int flags, mode_t mode)
 	return handle_open(dirfd, path, flags, mode, NULL, P_WORK);
 }
 
-int oa__recover_opts(const char *path, const char *jdir)
+int oa__recover_ex(const char *path, const char *jdir, unsigned flags,
+		   FILE *out)
 {
-	struct oa_file *f = oa_handle_for(AT_FDCWD, path, P_RECOVER, jdir);
+	struct oa_options o = { .size = sizeof(o), .journal_dir = jdir };
+	/* Read-only: the file is reopened for writing only if recovery has
+	 * something to write (oa_recover_locked), so that a clean file on a
+	 * read-only mount, or one the caller may only read, is recovered by
+	 * doing nothing. */
+	struct oa_file *f = handle_open_ex(AT_FDCWD, path, O_RDONLY, 0, &o,
+					   P_RECOVER, flags, out);
 	if (!f)
 		return -1;
 	oa_handle_free(f);
@@ -565,6 +584,11 @@ int oa__ctl_path(const char *path, const char *jdir, char *out, size_t n)
 		return -1;
 	}
 	return 0;
+}
+
+int oa__recover_opts(const char *path, const char *jdir)
+{
+	return oa__recover_ex(path, jdir, 0, NULL);
 }
 
 int oa_recover(const char *path)

@@ -164,7 +164,18 @@ struct oa_commit_hdr {
 /* Live area (control file at OA_LIVE_OFF), in-memory only between
  * processes through the page cache:
  *   0 magic  8 last_seq  16 dirty_seq  24 ckpt_seq
- *  32 jmax[OA_LIVE_JMAX]: newest commit seq in journal K's generation */
+ *  32 jmax[OA_LIVE_JMAX]: newest commit seq in journal K's generation
+ * 544 jnamed
+ * 552 the seal, 48 bytes, and again at 1024 (two copies in two 512-byte
+ *     sectors, both written every time: a write torn by a power cut can
+ *     garble one sector, never both):
+ *     0 magic "OSEAL1"  8 boot id (16 bytes, /proc/sys/kernel/random/
+ *     boot_id)  24 ack_seq: the newest commit whose flush returned (I13)
+ *     32 gap_seq: the newest seq handed out to a commit that failed (its
+ *     record never became durable, or was revoked): no commit has it
+ *     40 0 u32  44 crc32c of bytes 0..43.
+ * A SIGKILL keeps the page cache, so a seal of this boot is evidence of
+ * what was acknowledged; after a reboot it is stale (FORMAT.md, rule 6). */
 struct oa_live {
 	uint64_t magic, last_seq, dirty_seq, ckpt_seq;
 	uint64_t jmax[OA_LIVE_JMAX];
@@ -172,7 +183,24 @@ struct oa_live {
 	 * flush that returned 0 (I8); journals >= 64 are flushed at every
 	 * acquire */
 	uint64_t jnamed;
+	/* 552: the seal, decoded.  ack_seq is 0 unless the seal is valid and
+	 * of this boot (seal == OA_SEAL_THIS_BOOT). */
+	uint64_t ack_seq, gap_seq;
+	int seal;
 };
-#define OA_LIVE_BYTES (32 + 8 * OA_LIVE_JMAX + 8)
+#define OA_SEAL_OFF       552
+#define OA_SEAL2_OFF      1024
+#define OA_SEAL_BYTES     48
+#define OA_SEAL_MAGIC     0x314c4145534fULL    /* "OSEAL1" */
+#define OA_SEAL_NONE      0    /* all zero: no evidence (older writer) */
+#define OA_SEAL_THIS_BOOT 1    /* valid, written during this boot */
+#define OA_SEAL_OLD_BOOT  2    /* valid, from another boot: stale */
+#define OA_SEAL_DAMAGED   (-1) /* both copies garbled (not zero) */
+#define OA_LIVE_BYTES (OA_SEAL2_OFF + OA_SEAL_BYTES)
+/* The control file is created OA_CTL_SIZE bytes long; version 1 files made
+ * before the seal are OA_CTL_MIN_SIZE (8744) long and are extended by the
+ * first writer that opens them.  Shorter is damage. */
+#define OA_CTL_SIZE       (OA_LIVE_OFF + OA_LIVE_BYTES)
+#define OA_CTL_MIN_SIZE   (OA_LIVE_OFF + OA_SEAL_OFF)
 
 #endif

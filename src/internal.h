@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "oatomic.h"
@@ -67,6 +68,10 @@ struct oa_file {
 	char *prefix;       /* ".NAME" or ".NAME.<ino>" (journal_dir given) */
 	uint64_t ino, igen; /* identity of the file, kept in every header */
 	dev_t dev;          /* its file system (st_dev) */
+	uint64_t cino, cigen; /* ... and as the control file's slot has it */
+	unsigned rflags;    /* recovery: OA__RECOVER_* (oatomic-private.h) */
+	FILE *rout;         /* recovery: findings go here (may be NULL) */
+	const char *rpath;  /* recovery: the path the findings name */
 	uid_t uid;
 	gid_t gid;
 	mode_t mode;
@@ -151,6 +156,8 @@ int oa_ctl_open(struct oa_file *f, bool create);
 int oa_live_read(struct oa_file *f, struct oa_live *l);
 void oa_ctl_unmap(struct oa_file *f);
 int oa_live_write(struct oa_file *f, const struct oa_live *l);
+/* This boot's id (the live area's seal); false where it cannot be known. */
+bool oa_boot_id(unsigned char out[16]);
 /* Durable checkpoint record: every commit with seq <= CKPT is durable in the
  * file.  Flushes the control file. */
 int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt);

@@ -46,6 +46,32 @@ int oa__ctl_ino(int fd, uint64_t *ino);
  * reachable). */
 int oa__ctl_path(const char *path, const char *jdir, char *out, size_t n);
 
+/*
+ * oa__recover_ex - oa_recover() with the journals in JDIR (NULL: beside
+ * PATH), findings (one line each, naming the control file or journal and
+ * the record) to OUT (may be NULL), and FLAGS:
+ *   OA__RECOVER_ADOPT    replay journals that name another inode when the
+ *                        control file names the same one (a copy of the
+ *                        directory: cp -a, rsync, tar), then take them as
+ *                        this file's;
+ *   OA__RECOVER_DISCARD  where recovery refuses (EUCLEAN), throw away the
+ *                        damaged or foreign journals (and, if an
+ *                        acknowledged commit is lost or the control file is
+ *                        damaged, every journal holding anything newer than
+ *                        the checkpoint), apply nothing of them, leave the
+ *                        file as it is, and recover the rest.
+ * Returns 0 or -1 (errno: EUCLEAN damaged or a copy, EPERM unsafe, EBUSY a
+ * journal to discard is in use, ...).
+ */
+#define OA__RECOVER_ADOPT      1u
+#define OA__RECOVER_DISCARD    2u
+/* internal: the live area's evidence is waived (after a discard) */
+#define OA__RECOVER_NOEVIDENCE 4u
+/* internal: no findings printed (the second pass of a discard) */
+#define OA__RECOVER_QUIET      8u
+int oa__recover_ex(const char *path, const char *jdir, unsigned flags,
+		   FILE *out);
+
 /* Test hook: make the next commit of any handle stop dead (raise SIGKILL on
  * itself) at point N of the protocol (see internal.h, OA_KP_*); 0 off.
  * Used by the kill tests to hit the windows between flushes for sure. */

@@ -37,6 +37,11 @@ struct jrn {
 	int fd;
 	int idx;
 	uint64_t gen;
+	bool bad;               /* damage found in it */
+	bool pend;              /* holds a commit newer than the checkpoint */
+	bool copy;              /* names the inode the control file names, not
+				 * the file's: copied with it */
+	char name[NAME_MAX + 1];
 };
 
 struct acc {
@@ -49,12 +54,24 @@ struct scan {
 	size_t nj, jcap;
 	struct acc *acc;
 	size_t nacc, acap;
-	uint64_t *inc;          /* incomplete commits newer than ckpt */
+	struct acc *inc;        /* incomplete commits newer than ckpt */
 	size_t ninc, icap;
 	uint64_t max_acc, max_seen, ckpt;
-	int damaged, unsafe, foreign;
+	uint64_t cckpt;         /* the control file's checkpoint as written */
+	bool fctl;              /* the control file names another inode */
+	bool ctl_bad;           /* the control file itself is damaged */
+	bool lost_ack;          /* an acknowledged commit is nowhere */
+	int seal;               /* the live area's seal (OA_SEAL_*) */
+	uint64_t ack;           /* ... and its ack_seq (this boot only) */
+	uint64_t gap;           /* ... and its gap_seq */
+	unsigned flags;         /* OA__RECOVER_* */
+	int damaged, unsafe, foreign, copied;
+	int *disc;              /* journals (by number) to discard: damaged
+				 * or foreign ones not in j[] */
+	size_t ndisc, dcap;
 	FILE *out;              /* findings, for oatomic check (may be NULL) */
 	const char *path;
+	char cname[NAME_MAX + 1];   /* the control file's name */
 	unsigned char *pbuf;
 };
 
@@ -68,7 +85,7 @@ static void note(struct scan *S, const char *fmt, ...)
 static void note(struct scan *S, const char *fmt, ...)
 {
 	va_list ap;
-	if (!S->out)
+	if (!S->out || (S->flags & OA__RECOVER_QUIET))
 		return;
 	fprintf(S->out, "%s: ", S->path);
 	va_start(ap, fmt);
@@ -218,16 +235,19 @@ static int scan_journal(struct oa_file *f, struct scan *S, int ji)
 			S->max_seen = r.seq;
 		int c = check_commit(&r, body, d, nd, r.tx == cur_tx);
 		if (c == 2) {
-			note(S, "journal %d: commit %llu at %llu is malformed",
-			     J->idx, (unsigned long long)r.seq,
+			note(S, "journal %s: commit %llu at LSN %llu is "
+			     "malformed (good checksum, impossible contents): "
+			     "damaged", J->name, (unsigned long long)r.seq,
 			     (unsigned long long)p);
 			S->damaged++;
+			J->bad = true;
 		} else if (c == 1) {
 			if (r.seq > S->ckpt) {
 				if (grow((void **)&S->inc, &S->icap, S->ninc,
 					 sizeof(*S->inc)) < 0)
 					goto out;
-				S->inc[S->ninc++] = r.seq;
+				S->inc[S->ninc++] = (struct acc){ r.seq, p, ji };
+				J->pend = true;
 			}
 		} else {
 			if (r.seq > S->max_acc)
@@ -237,6 +257,7 @@ static int scan_journal(struct oa_file *f, struct scan *S, int ji)
 					 sizeof(*S->acc)) < 0)
 					goto out;
 				S->acc[S->nacc++] = (struct acc){ r.seq, p, ji };
+				J->pend = true;
 			}
 		}
 		if (r.tx == cur_tx) {
@@ -341,7 +362,116 @@ static void scan_free(struct scan *S)
 	free(S->j);
 	free(S->acc);
 	free(S->inc);
+	free(S->disc);
 	free(S->pbuf);
+	S->j = NULL;
+	S->acc = S->inc = NULL;
+	S->disc = NULL;
+	S->pbuf = NULL;
+	S->nj = S->nacc = S->ninc = S->ndisc = 0;
+	S->jcap = S->acap = S->icap = S->dcap = 0;
+}
+
+static void discard_add(struct scan *S, int idx)
+{
+	for (size_t i = 0; i < S->ndisc; i++)
+		if (S->disc[i] == idx)
+			return;
+	if (grow((void **)&S->disc, &S->dcap, S->ndisc, sizeof(int)) == 0)
+		S->disc[S->ndisc++] = idx;
+}
+
+/* "inode N", with the generation where the numbers alone are equal (the
+ * inode number was reused). */
+static const char *ino_str(char *b, size_t n, uint64_t ino, uint64_t igen,
+			   uint64_t other)
+{
+	if (ino == other)
+		snprintf(b, n, "inode %llu generation %llu",
+			 (unsigned long long)ino, (unsigned long long)igen);
+	else
+		snprintf(b, n, "inode %llu", (unsigned long long)ino);
+	return b;
+}
+
+static const char *jname_of(const struct scan *S, int j)
+{
+	return S->j[j].name;
+}
+
+/*
+ * The evidence of the live area (I13, FORMAT.md rule 6).  In the boot that
+ * wrote it, the seal's ack_seq is a commit whose flush returned and whose
+ * apply may have begun: it must be found complete, and so must every
+ * commit before it; one that is not is damage, never a torn flush.  A seal
+ * that is damaged cannot say whether the newest incomplete commit was
+ * acknowledged: refuse rather than guess.  A seal of another boot (a power
+ * cut may have torn the last flush) or none (an older writer) leaves the
+ * rule as it was.
+ */
+static void check_evidence(struct scan *S)
+{
+	if (MUTANT(25) || (S->flags & OA__RECOVER_NOEVIDENCE) ||
+	    (S->fctl && !(S->flags & OA__RECOVER_ADOPT)))
+		return;
+	if (S->seal == OA_SEAL_THIS_BOOT && S->ack > S->ckpt) {
+		/* Seqs are handed out one by one under COMMIT, and the seal
+		 * knows the last one that went to a failed commit (gap_seq):
+		 * every seq after it up to ack_seq is an acknowledged commit,
+		 * and ack_seq itself always is.  A replay that missed one
+		 * would write the older commits over its bytes (I7). */
+		uint64_t lo = S->ckpt > S->gap ? S->ckpt : S->gap;
+		size_t i = 0;
+		int told = 0;
+		if (lo >= S->ack)
+			lo = S->ack - 1;
+		for (uint64_t q = lo + 1; q <= S->ack; q++) {
+			const struct acc *c = NULL;
+			while (i < S->nacc && S->acc[i].seq < q)
+				i++;
+			if (i < S->nacc && S->acc[i].seq == q)
+				continue;
+			for (size_t k = 0; k < S->ninc && !c; k++)
+				if (S->inc[k].seq == q)
+					c = &S->inc[k];
+			if (c && c->seq < S->max_acc)
+				continue;   /* reported by rule 6 already */
+			S->damaged++;
+			if (c)
+				S->j[c->j].bad = true;
+			else
+				S->lost_ack = true;
+			if (++told > 8)
+				continue;
+			if (c)
+				note(S, "journal %s: commit %llu at LSN %llu was "
+				     "acknowledged (live area of %s, this boot) "
+				     "but its records are damaged",
+				     jname_of(S, c->j), (unsigned long long)q,
+				     (unsigned long long)c->lsn, S->cname);
+			else
+				note(S, "commit %llu was acknowledged (live area "
+				     "of %s, this boot) but no journal holds it: "
+				     "a journal damaged, truncated or removed",
+				     (unsigned long long)q, S->cname);
+		}
+		if (told > 8)
+			note(S, "... and %d more acknowledged commits lost",
+			     told - 8);
+	} else if (S->seal == OA_SEAL_DAMAGED) {
+		for (size_t i = 0; i < S->ninc; i++) {
+			const struct acc *c = &S->inc[i];
+			if (c->seq < S->max_acc)
+				continue;   /* damage by rule 6 anyway */
+			note(S, "live area of control file %s is damaged and "
+			     "commit %llu (journal %s, LSN %llu) is incomplete: "
+			     "cannot tell a torn flush from lost data",
+			     S->cname, (unsigned long long)c->seq,
+			     jname_of(S, c->j), (unsigned long long)c->lsn);
+			S->j[c->j].bad = true;
+			S->damaged++;
+		}
+	}
 }
 
 /* Open and scan every journal; apply the rule.  Returns 0 (the scan is
@@ -362,6 +492,7 @@ static int scan_all(struct oa_file *f, struct scan *S)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		struct oa_slot s;
+		uint64_t size;
 		int fd, r;
 		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, idx[i]) < 0)
 			continue;
@@ -381,11 +512,28 @@ static int scan_all(struct oa_file *f, struct scan *S)
 			oa_xclose(fd);
 			goto fail;
 		}
+		/* Journals are created complete at OA_JRNL_INITIAL and flushed
+		 * before their name exists (I8), and only ever cut back to
+		 * that size: a shorter one lost its tail, records included. */
+		if (oa_xfsize(fd, &size) < 0) {
+			oa_xclose(fd);
+			goto fail;
+		}
+		if (size < OA_JRNL_INITIAL) {
+			note(S, "journal %s is %llu bytes, shorter than any the "
+			     "library writes (%u): truncated, damaged", name,
+			     (unsigned long long)size, OA_JRNL_INITIAL);
+			S->damaged++;
+			discard_add(S, idx[i]);
+			oa_xclose(fd);
+			continue;
+		}
 		r = oa_slots_read(fd, OA_JNL_MAGIC, &s);
 		if (r < 0) {
 			if (errno == EUCLEAN) {
 				note(S, "journal %s: both header slots damaged", name);
 				S->damaged++;
+				discard_add(S, idx[i]);
 				oa_xclose(fd);
 				continue;
 			}
@@ -396,28 +544,82 @@ static int scan_all(struct oa_file *f, struct scan *S)
 			note(S, "journal %s: one header slot is unreadable (a "
 			     "reset torn by a crash, or corruption); the other "
 			     "is used", name);
-		if (r == 1 || s.ino != f->ino || s.igen != f->igen) {
-			if (r == 0) {
+		if (r == 1) {
+			/* Both slots zero in a file of full size: created by
+			 * nobody we know (ours get a slot before their name);
+			 * it holds no generation, hence no record. */
+			oa_xclose(fd);
+			continue;
+		}
+		/* Another inode's journal.  If the control file names that
+		 * same inode, the two were copied together (cp -a, rsync, tar:
+		 * new inode numbers): what the journal holds beyond the
+		 * control's checkpoint may be missing from the file. */
+		bool copy = false;
+		if (s.ino != f->ino || s.igen != f->igen) {
+			copy = S->fctl && s.ino == f->cino && s.igen == f->cigen;
+			if (!copy) {
 				note(S, "journal %s belongs to another file (inode "
 				     "%llu): ignored", name,
 				     (unsigned long long)s.ino);
 				S->foreign++;
+				oa_xclose(fd);
+				continue;
 			}
-			oa_xclose(fd);
-			continue;
 		}
 		if (grow((void **)&S->j, &S->jcap, S->nj, sizeof(*S->j)) < 0) {
 			oa_xclose(fd);
 			goto fail;
 		}
-		S->j[S->nj] = (struct jrn){ fd, idx[i], s.a };
+		S->j[S->nj] = (struct jrn){ fd, idx[i], s.a, false, false, copy,
+					    "" };
+		snprintf(S->j[S->nj].name, sizeof(S->j[S->nj].name), "%s", name);
 		S->nj++;
 		size_t nacc = S->nacc, ninc = S->ninc;
+		uint64_t max_acc = S->max_acc, ckpt = S->ckpt;
+		bool adopt = copy && (S->flags & OA__RECOVER_ADOPT);
+		if (copy && !adopt)
+			S->ckpt = S->cckpt;  /* its own control's checkpoint */
 		if (scan_journal(f, S, (int)S->nj - 1) < 0)
 			goto fail;
-		/* GUARANTEES.md §10: a journal others could write is never
-		 * replayed.  One that holds nothing newer than the checkpoint
-		 * (say, the file was chmod-ed since) is harmless. */
+		S->ckpt = ckpt;
+		if (copy && !adopt) {
+			if (S->nacc > nacc) {
+				char b1[64], b2[64];
+				note(S, "journal %s was written for %s, not this "
+				     "file (%s): a copy of the directory? It "
+				     "holds committed transactions (seq %llu..) "
+				     "newer than its control file's checkpoint "
+				     "%llu that the file may lack: not applied "
+				     "(oatomic recover --adopt replays them, "
+				     "--discard drops them)", name,
+				     ino_str(b1, sizeof(b1), s.ino, s.igen, f->ino),
+				     ino_str(b2, sizeof(b2), f->ino, f->igen, s.ino),
+				     (unsigned long long)S->acc[nacc].seq,
+				     (unsigned long long)S->cckpt);
+				S->damaged++;
+				S->copied++;
+				discard_add(S, idx[i]);
+			} else {
+				note(S, "journal %s was written for inode %llu "
+				     "(a copy of the directory): nothing newer "
+				     "than its checkpoint, ignored", name,
+				     (unsigned long long)s.ino);
+			}
+			/* Nothing of it is replayed. */
+			S->nacc = nacc;
+			S->ninc = ninc;
+			S->max_acc = max_acc;
+			S->j[S->nj - 1].pend = false;
+			S->j[S->nj - 1].bad = false;
+			continue;
+		}
+		if (adopt)
+			note(S, "journal %s was written for inode %llu: adopted",
+			     name, (unsigned long long)s.ino);
+		/* GUARANTEES.md §10: a journal someone else could have written
+		 * is never replayed.  One that holds nothing newer than the
+		 * checkpoint (say, the file was chmod-ed since) is harmless. */
 		if (unsafe && (S->nacc > nacc || S->ninc > ninc)) {
 			note(S, "journal %s is not owned by the file's owner or "
 			     "is writable by others: not replayed", name);
@@ -437,18 +639,28 @@ static int scan_all(struct oa_file *f, struct scan *S)
 		}
 	for (size_t i = 1; i < S->nacc; i++)
 		if (S->acc[i].seq == S->acc[i - 1].seq) {
-			note(S, "two commits carry sequence %llu",
-			     (unsigned long long)S->acc[i].seq);
+			note(S, "two commits carry sequence %llu (journal %s, "
+			     "LSN %llu; journal %s, LSN %llu)",
+			     (unsigned long long)S->acc[i].seq,
+			     jname_of(S, S->acc[i - 1].j),
+			     (unsigned long long)S->acc[i - 1].lsn,
+			     jname_of(S, S->acc[i].j),
+			     (unsigned long long)S->acc[i].lsn);
+			S->j[S->acc[i].j].bad = S->j[S->acc[i - 1].j].bad = true;
 			S->damaged++;
 		}
 	for (size_t i = 0; i < S->ninc; i++)
-		if (S->inc[i] < S->max_acc) {
-			note(S, "commit %llu lost data although later commits "
-			     "exist (up to %llu): journal damaged",
-			     (unsigned long long)S->inc[i],
+		if (S->inc[i].seq < S->max_acc) {
+			note(S, "journal %s: commit %llu at LSN %llu lost data "
+			     "although later commits exist (up to %llu): "
+			     "damaged", jname_of(S, S->inc[i].j),
+			     (unsigned long long)S->inc[i].seq,
+			     (unsigned long long)S->inc[i].lsn,
 			     (unsigned long long)S->max_acc);
+			S->j[S->inc[i].j].bad = true;
 			S->damaged++;
 		}
+	check_evidence(S);
 	if (S->unsafe) {
 		errno = EPERM;
 		return -1;
@@ -463,20 +675,62 @@ fail:
 	return -1;
 }
 
-/* Read the checkpoint into S (a control file of another inode counts as no
- * checkpoint: *FOREIGN) and scan every journal.  -2 (errno) when the
- * checkpoint cannot be read; else what scan_all returns. */
-static int scan_from_ckpt(struct oa_file *f, struct scan *S, bool *foreign)
+/* Read the live area's seal and the checkpoint into S (a control file of
+ * another inode counts as no checkpoint, unless adopted: S->fctl), and scan
+ * every journal.  -2 (errno) when the control file cannot be read; else
+ * what scan_all returns.  Damage of the control file itself is reported
+ * (S->ctl_bad) after the journals were scanned. */
+static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 {
-	if (oa_ctl_read_ckpt(f, &S->ckpt, foreign) < 0)
+	struct oa_live l;
+	uint64_t size;
+	bool ctl_unread = false;
+
+	if (oa_name(f, S->cname, sizeof(S->cname), OA_NAME_CTL, 0) < 0)
 		return -2;
-	if (*foreign) {
-		note(S, "control file belongs to another file: ignored");
+	if (oa_live_read(f, &l) < 0 || oa_xfsize(f->cfd, &size) < 0)
+		return -2;
+	S->seal = l.seal;
+	S->ack = l.ack_seq;
+	S->gap = l.gap_seq;
+	/* Created complete (I8), extended but never cut: shorter is damage. */
+	if (size < OA_CTL_MIN_SIZE) {
+		note(S, "control file %s is %llu bytes, shorter than any the "
+		     "library creates (%u): truncated, damaged", S->cname,
+		     (unsigned long long)size, (unsigned)OA_CTL_MIN_SIZE);
+		S->ctl_bad = true;
+		S->seal = OA_SEAL_DAMAGED;
+	}
+	if (oa_ctl_read_ckpt(f, &S->cckpt, &S->fctl) < 0) {
+		if (errno != EUCLEAN)
+			return -2;
+		note(S, "control file %s: no readable header slot (both "
+		     "damaged): the checkpoint is unknown", S->cname);
+		S->ctl_bad = true;
+		ctl_unread = true;
+		S->cckpt = 0;
+		S->fctl = false;
+	}
+	S->ckpt = S->cckpt;
+	if (S->fctl && !(S->flags & OA__RECOVER_ADOPT)) {
+		char b1[64], b2[64];
+		note(S, "control file %s was written for %s, not this file "
+		     "(%s): its checkpoint is not this file's", S->cname,
+		     ino_str(b1, sizeof(b1), f->cino, f->cigen, f->ino),
+		     ino_str(b2, sizeof(b2), f->ino, f->igen, f->cino));
 		S->ckpt = 0;
 	}
-	return scan_all(f, S);
+	int r = scan_all(f, S);
+	if (r < 0 && errno != EUCLEAN && errno != EPERM)
+		return -1;
+	if (S->ctl_bad) {
+		S->damaged++;
+		errno = EUCLEAN;
+		return -1;
+	}
+	(void)ctl_unread;
+	return r;
 }
-
 static int replay_one(struct oa_file *f, struct scan *S, const struct acc *a)
 {
 	struct jrn *J = &S->j[a->j];
@@ -513,17 +767,159 @@ static int replay_one(struct oa_file *f, struct scan *S, const struct acc *a)
 	return ret;
 }
 
+/*
+ * --discard (OA__RECOVER_DISCARD): throw away what recovery refused — the
+ * damaged journals, a copy's journals, and, when an acknowledged commit is
+ * nowhere or the control file is damaged, every journal holding anything
+ * newer than the checkpoint — leaving the file as it is.  A journal a live
+ * handle owns (OWNER) is not touched: EBUSY.  One line per journal to OUT.
+ */
+static int discard(struct oa_file *f, struct scan *S)
+{
+	char name[NAME_MAX + 1];
+	int *v = NULL;
+	size_t nv = 0, cap = 0;
+	int ret = 0;
+
+	for (size_t i = 0; i < S->ndisc; i++) {
+		if (grow((void **)&v, &cap, nv, sizeof(int)) < 0)
+			return -1;
+		v[nv++] = S->disc[i];
+	}
+	for (size_t i = 0; i < S->nj; i++) {
+		const struct jrn *J = &S->j[i];
+		if (!J->bad && !(J->pend && (S->lost_ack || S->ctl_bad)))
+			continue;
+		if (grow((void **)&v, &cap, nv, sizeof(int)) < 0) {
+			free(v);
+			return -1;
+		}
+		v[nv++] = J->idx;
+	}
+	for (size_t i = 0; i < nv; i++) {
+		bool dup = false;
+		for (size_t k = 0; k < i; k++)
+			dup = dup || v[k] == v[i];
+		if (dup || oa_name(f, name, sizeof(name), OA_NAME_JNL, v[i]) < 0)
+			continue;
+		int fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;
+			ret = -1;
+			break;
+		}
+		/* Held until the name is gone: no handle can take it over
+		 * meanwhile, and one that owns it is alive: not ours. */
+		if (oa_lock(fd, OA_LOCK_OWNER, F_WRLCK, 0) < 0) {
+			oa_xclose(fd);
+			if (errno == EAGAIN)
+				errno = EBUSY;
+			ret = -1;
+			break;
+		}
+		if (oa_sys->unlinkat(f->dfd, name, 0) < 0) {
+			oa_xclose(fd);
+			ret = -1;
+			break;
+		}
+		oa_xclose(fd);
+		if (f->rout)
+			fprintf(f->rout, "%s: journal %s discarded: nothing in it "
+				"was applied, the file is left as it is\n",
+				S->path, name);
+	}
+	free(v);
+	/* The removal is durable before a checkpoint makes recovery forget
+	 * what the journals held (I8's order, backwards). */
+	if (ret == 0 && nv && oa_xfsync(f->dfd) < 0)
+		ret = -1;
+	if (ret == 0 && S->ctl_bad) {
+		uint64_t size;
+		if (oa_xfsize(f->cfd, &size) < 0 ||
+		    (size < OA_CTL_SIZE && oa_xftruncate(f->cfd, OA_CTL_SIZE) < 0))
+			ret = -1;
+		else if (f->rout)
+			fprintf(f->rout, "%s: control file %s rewritten\n",
+				S->path, S->cname);
+	}
+	return ret;
+}
+
+/*
+ * After the checkpoint of a copied directory (clean, adopted) is written
+ * for this file: its journals, which name the old inode, get a new
+ * generation under this one, so that they are this file's again (not
+ * "another file's").  I6: every commit they hold is covered by the durable
+ * checkpoint just written.  Flushed, once: losing it only leaves a journal
+ * that is reported as another file's and reset before reuse.  A journal a
+ * live handle owns is left alone.
+ */
+static void restamp(struct oa_file *f, struct scan *S)
+{
+	for (size_t i = 0; i < S->nj; i++) {
+		struct oa_slot s;
+		if (!S->j[i].copy)
+			continue;
+		int fd = oa_xopenat(f->dfd, S->j[i].name, O_RDWR | O_NOFOLLOW, 0);
+		if (fd < 0)
+			continue;
+		if (oa_lock(fd, OA_LOCK_OWNER, F_WRLCK, 0) == 0 &&
+		    oa_slots_read(fd, OA_JNL_MAGIC, &s) == 0) {
+			s.slot_seq++;
+			s.a = oa_random64();
+			s.ino = f->ino;
+			s.igen = f->igen;
+			if (oa_slot_write(fd, OA_JNL_MAGIC, &s) == 0)
+				oa_xfdatasync(fd);
+		}
+		oa_xclose(fd);
+	}
+}
+
 int oa_recover_locked(struct oa_file *f)
 {
-	struct scan S = { .path = "" };
+	struct scan S = { .path = f->rpath ? f->rpath : "", .out = f->rout,
+			  .flags = f->rflags };
 	struct oa_live l;
-	bool foreign_ctl;
-	uint64_t top;
-	int ret = -1;
+	uint64_t top, seen = 0;
+	int ret = -1, r;
 
+	/* Findings are said only when they matter: when recovery refuses (or
+	 * throws away, or adopts); a clean copy recovers silently. */
+	char *nbuf = NULL;
+	size_t nlen = 0;
+	if (f->rout)
+		S.out = open_memstream(&nbuf, &nlen);
 	if (oa_live_read(f, &l) < 0)
-		return -1;
-	if (scan_from_ckpt(f, &S, &foreign_ctl) < 0)
+		goto out;
+	r = scan_from_ckpt(f, &S);
+	if (S.out && (r < 0 || (f->rflags & OA__RECOVER_ADOPT))) {
+		int e = errno;
+		fflush(S.out);
+		fwrite(nbuf, 1, nlen, f->rout);
+		fflush(f->rout);
+		errno = e;
+	}
+	if (r < 0 && errno == EUCLEAN && (f->rflags & OA__RECOVER_DISCARD)) {
+		/* Throw the refused part away, then recover the rest with the
+		 * evidence waived: what it spoke of is gone on request. */
+		if (discard(f, &S) < 0)
+			goto out;
+		seen = S.max_seen > S.ack ? S.max_seen : S.ack;
+		scan_free(&S);
+		S = (struct scan){ .path = S.path, .out = S.out,
+				   .flags = (f->rflags & ~OA__RECOVER_DISCARD) |
+					    OA__RECOVER_NOEVIDENCE |
+					    OA__RECOVER_QUIET };
+		r = scan_from_ckpt(f, &S);
+		if (r < 0 && errno == EUCLEAN && S.ctl_bad) {
+			/* Only the control file's header: rewritten below. */
+			r = S.damaged == 1 ? 0 : -1;
+			errno = EUCLEAN;
+		}
+	}
+	if (r < 0)
 		goto out;
 	if (S.nacc && oa_target_writable(f) < 0)
 		goto out;
@@ -533,26 +929,38 @@ int oa_recover_locked(struct oa_file *f)
 	top = S.ckpt;
 	if (S.max_seen > top)
 		top = S.max_seen;
-	if (!foreign_ctl && l.last_seq > top)
+	if (seen > top)
+		top = seen;
+	bool own = !S.fctl || (f->rflags & OA__RECOVER_ADOPT);
+	if (own && l.last_seq > top)
 		top = l.last_seq;
 	/* I5: flush what was replayed before the checkpoint says so. */
-	if (top > S.ckpt || foreign_ctl) {
+	if (top > S.cckpt || S.fctl || S.ctl_bad) {
 		if (S.nacc && oa_xfdatasync(f->tfd) < 0)
 			goto out;
 		if (oa_ctl_write_ckpt(f, top) < 0)
 			goto out;
+		if (S.fctl && !S.copied)
+			restamp(f, &S);
 	}
 	/* Rebuilt; jnamed stays: a set bit records a directory flush that
 	 * returned 0, which no crash undoes (only drop_extra_journals removes
-	 * journals, and it clears their bits). */
+	 * journals, and it clears their bits).  ack_seq = top: everything
+	 * acknowledged is now covered by the checkpoint (I13). */
 	uint64_t named = l.jnamed;
 	memset(&l, 0, sizeof(l));
 	l.magic = OA_LIVE_MAGIC;
-	l.last_seq = l.ckpt_seq = top;
+	l.last_seq = l.ckpt_seq = l.ack_seq = top;
 	l.jnamed = named;
 	ret = oa_live_write(f, &l);
 out:
 	scan_free(&S);
+	if (S.out) {
+		int e = errno;
+		fclose(S.out);
+		errno = e;
+	}
+	free(nbuf);
 	return ret;
 }
 
@@ -576,10 +984,9 @@ int oa_heal_locked(struct oa_file *f, struct oa_live *lp)
 int oa_needs_recovery(struct oa_file *f)
 {
 	struct scan S = { .path = "" };
-	bool foreign_ctl;
-	int r = scan_from_ckpt(f, &S, &foreign_ctl);
+	int r = scan_from_ckpt(f, &S);
 	if (r == -2)
-		return -1;
+		r = -1;
 	if (r == 0)
 		r = S.nacc > 0;
 	scan_free(&S);
@@ -592,7 +999,6 @@ int oa__check(const char *path, const char *jdir, FILE *out)
 {
 	struct scan S = { .out = out, .path = path };
 	struct oa_file *f;
-	bool foreign_ctl;
 	int ret = 0, r;
 
 	f = oa_handle_for(AT_FDCWD, path, OA_PURPOSE_CHECK, jdir);
@@ -616,16 +1022,7 @@ int oa__check(const char *path, const char *jdir, FILE *out)
 		oa_handle_free(f);
 		return -1;
 	}
-	r = scan_from_ckpt(f, &S, &foreign_ctl);
-	if (r == -2) {
-		int e = errno;
-		if (e == EUCLEAN && out)
-			fprintf(out, "%s: control file damaged\n", path);
-		scan_free(&S);
-		oa_handle_free(f);
-		errno = e;
-		return e == EUCLEAN ? 2 : -1;
-	}
+	r = scan_from_ckpt(f, &S);
 	if (r < 0 && errno != EUCLEAN && errno != EPERM) {
 		int e = errno;
 		scan_free(&S);
@@ -643,8 +1040,10 @@ int oa__check(const char *path, const char *jdir, FILE *out)
 		ret = 1;
 	}
 	if (S.ninc && ret < 2)
-		note(&S, "a torn last commit (seq %llu) will be dropped",
-		     (unsigned long long)S.inc[0]);
+		note(&S, "a torn last commit (journal %s, seq %llu, LSN %llu) "
+		     "will be dropped", jname_of(&S, S.inc[0].j),
+		     (unsigned long long)S.inc[0].seq,
+		     (unsigned long long)S.inc[0].lsn);
 	if (ret == 0)
 		note(&S, "clean");
 	scan_free(&S);

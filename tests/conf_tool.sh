@@ -311,6 +311,36 @@ out=$("$OA" recover --all -J jt/jd jt/files)
 [ $? = 0 ] && [ "$out" = "jt/files/j: recovered" ] || fail "recover --all -J: '$out'"
 expect_file jt/files/j $'J\n' "recover --all -J"
 
+# Homes recorded on the file (docs/FORMAT.md, "The home"): a file renamed
+# after its crash into another directory is found under its new name; a
+# new file made under its old name may not take over the old home while
+# that holds commits to recover (it is refused, never given a home over
+# them), and works once the tree is settled.
+mkdir -p ht/a ht/b
+printf 'h\n' >ht/a/f
+printf 'v1\n' | "$OA" write --truncate ht/a/f || fail "write ht/a/f"
+kill_commit ht/a/f 'H1'
+mv ht/a/f ht/b/moved
+printf 'n\n' >ht/a/f
+printf 'v2\n' | "$OA" write --truncate ht/a/f 2>/dev/null &&
+	fail "a new file took over a home with commits to recover"
+expect_file ht/a/f $'n\n' "a refused write"
+out=$("$OA" check --all ht)
+[ $? = 1 ] || fail "check --all, homes: exit not 1: '$out'"
+case $out in "ht/b/moved: "*committed*) ;; *) fail "check --all, homes: moved not listed: '$out'" ;; esac
+"$OA" recover --all ht >/dev/null || fail "recover --all, homes"
+expect_file ht/b/moved $'H1\n' "recover --all, a file renamed after its crash"
+printf 'v2\n' | "$OA" write --truncate ht/a/f || fail "write new ht/a/f after recover --all"
+kill_commit ht/a/f 'H2'
+out=$("$OA" check --all ht)
+[ $? = 1 ] || fail "check --all, homes: exit not 1: '$out'"
+case $out in "ht/a/f: "*committed*) ;; *) fail "check --all, homes: new file not listed: '$out'" ;; esac
+"$OA" recover --all ht >/dev/null || fail "recover --all, homes (2)"
+expect_file ht/a/f $'H2\n' "recover --all, a new file under a taken name"
+expect_file ht/b/moved $'H1\n' "recover --all, the moved file left alone"
+out=$("$OA" check --all ht)
+[ $? = 0 ] && [ -z "$out" ] || fail "check --all, homes, after recover: '$out'"
+
 # Usage
 "$OA" recover --all 2>/dev/null
 [ $? = 2 ] || fail "recover --all without DIR: not a usage error"

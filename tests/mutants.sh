@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10 and 20-24)
+#   MUTANTS          which (default: all, 1-10 and 20-25)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -47,6 +47,7 @@ declare -A what=(
 	[22]="exchange while a journal commit awaits its checkpoint (I11)"
 	[23]="a journal found by name used without flushing its directory (I8)"
 	[24]="clone method: the journal keeps blocks the file may still map on disk (I12)"
+	[25]="recovery ignores the live area's evidence of an acknowledged commit (I13)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -57,6 +58,8 @@ declare -A tests_of=(
 	[20]="xfs-torture"
 	[22]="xfs-torture"
 	[24]="powercut_shared.sh"
+	[25]="conf_damage"   # damage after a kill: no other test damages
+	                     # an acknowledged commit in the boot that made it
 )
 declare -A method_of=(
 	[20]="kernel"      # forced: AUTO uses RWF_ATOMIC only for what the
@@ -118,7 +121,8 @@ for m in $MUTANTS; do
 	b=$work/build-m$m
 	if ! make -s -j2 BUILD="$b" MUTANT="$m" "$b/tests/sim_explore" \
 	     "$b/tests/sim_faults" "$b/tests/unit_recover" \
-	     "$b/tests/conf_recover" "$b/tests/torture" "$b/oatomic" \
+	     "$b/tests/conf_recover" "$b/tests/conf_damage" "$b/tests/torture" \
+	     "$b/oatomic" \
 	     >"$work/make$m.log" 2>&1; then
 		echo "mutant $m: build failed"; cat "$work/make$m.log"; continue
 	fi

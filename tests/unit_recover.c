@@ -3,23 +3,34 @@
  * journals left by a child killed inside the commit protocol and then
  * damaged on purpose:
  *   - a commit durable but not applied is finished (and only once);
- *   - the newest commit with damaged data is a torn flush: dropped;
+ *   - the newest commit with damaged data, after a power cut (the live
+ *     area's seal from another boot), is a torn flush: dropped; in the boot
+ *     that acknowledged it (the seal says so, I13) it is damage: EUCLEAN;
  *   - an older commit with damaged data while a newer one exists: EUCLEAN,
  *     nothing applied;
- *   - a damaged commit record header: that commit is simply not there;
+ *   - a damaged commit record header: after a power cut that commit is
+ *     simply not there; in the same boot an acknowledged commit that is
+ *     nowhere is damage;
  *   - garbage left by a failed journal write is skipped: a later commit in
  *     the same generation is still found;
- *   - a journal of another inode is ignored;
+ *   - a journal of another inode with committed work, beside a control
+ *     file of that inode (name reused, or a copy), is refused (EUCLEAN)
+ *     until discarded (OA__RECOVER_DISCARD); one of another inode with
+ *     nothing pending is ignored;
  *   - a committer that dies half-way through its apply is healed by the
  *     next reader of a handle that stayed open (no reopen, no oa_recover);
  *   - a failing commit flush is reported (EIO) and latches the handle; the
- *     file keeps its old contents.
+ *     file keeps its old contents;
+ *   - the seq such a failed commit took is not required of the journals
+ *     (the seal's gap_seq): a later acknowledged commit is recovered.
  */
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
 #include "internal.h"
+#include "crc32c.h"
+#include "oatomic-private.h"
 
 #define BLK 4096
 
@@ -102,6 +113,25 @@ static void smash(off_t at, int n)
 	close(fd);
 }
 
+/* A "reboot": the live area's seal stamped with another boot id, as the
+ * page cache holds it after a power cut (or a valid seal of an older boot). */
+static void reboot(void)
+{
+	unsigned char b[OA_SEAL_BYTES];
+	int fd = open(tu_control_path(path), O_RDWR);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, b, sizeof(b), OA_LIVE_OFF + OA_SEAL_OFF) ==
+	      (ssize_t)sizeof(b));
+	CHECK_EQ(oa_get64(b), OA_SEAL_MAGIC);
+	b[8] ^= 0xff;                       /* another boot id */
+	oa_put32(b + 44, oa_crc32c(0, b, 44));
+	CHECK(pwrite(fd, b, sizeof(b), OA_LIVE_OFF + OA_SEAL_OFF) ==
+	      (ssize_t)sizeof(b));
+	CHECK(pwrite(fd, b, sizeof(b), OA_LIVE_OFF + OA_SEAL2_OFF) ==
+	      (ssize_t)sizeof(b));
+	close(fd);
+}
+
 static char blk_at(off_t off)
 {
 	char c;
@@ -172,10 +202,15 @@ int main(void)
 	CHECK_OK(oa_recover(path));
 	CHECK_EQ(blk_at(0), 'A' + 2);
 
-	/* 2. newest commit's data damaged: a torn flush, dropped. */
+	/* 2. newest commit's data damaged: in the boot that acknowledged it,
+	 * damage (I13); after a power cut, a torn flush, dropped. */
 	reset();
 	run(2, OA_KP_FLUSHED);
 	smash(payload_of(2) + 100, 20);
+	CHECK_ERR(oa_recover(path), EUCLEAN);
+	CHECK_EQ(oa__check(path, NULL, stdout), 2);
+	CHECK_EQ(blk_at(0), 0);
+	reboot();
 	CHECK_OK(oa_recover(path));
 	CHECK_EQ(blk_at(0), 0);
 	CHECK_EQ(blk_at(BLK), 'A' + 1);
@@ -216,6 +251,8 @@ int main(void)
 		CHECK_EQ(data, 2);
 		smash(p + 20, 4);
 	}
+	CHECK_ERR(oa_recover(path), EUCLEAN);        /* acknowledged: lost */
+	reboot();
 	CHECK_EQ(oa__check(path, NULL, stdout), 1);  /* tx 1 waits */
 	CHECK_OK(oa_recover(path));
 	CHECK_EQ(blk_at(0), 0);
@@ -233,7 +270,9 @@ int main(void)
 	CHECK_EQ(blk_at(0), 'A' + 2);
 	CHECK_EQ(oa__check(path, NULL, stdout), 0);
 
-	/* 6. a journal of another inode is ignored. */
+	/* 6. a journal of another inode, with a commit its control file has
+	 * not checkpointed: refused until discarded on request; then
+	 * ignored, reset before reuse. */
 	reset();
 	run(2, OA_KP_FLUSHED);
 	{
@@ -244,6 +283,10 @@ int main(void)
 		free(d);
 	}
 	CHECK_EQ(oa__check(path, NULL, stdout), 2);
+	CHECK_ERR(oa_recover(path), EUCLEAN);
+	CHECK_NULL_ERR(oa_open(path, O_RDWR, 0), EUCLEAN);
+	CHECK_OK(oa__recover_ex(path, NULL, OA__RECOVER_DISCARD, stdout));
+	CHECK_EQ(oa__check(path, NULL, stdout), 0);
 	CHECK_OK(oa_recover(path));
 	CHECK_EQ(blk_at(0), 0);
 	oa_file *f = oa_open(path, O_RDWR, 0);
@@ -289,6 +332,28 @@ int main(void)
 		CHECK_OK(oa_close(w));
 		CHECK_EQ(blk_at(0), 0);
 	}
-	printf("recover: 8 cases hold\n");
+	/* 9. a seq a failed commit took is no acknowledged commit (the
+	 * seal's gap_seq): a later commit, acknowledged and killed before its
+	 * apply, is still recovered, not refused for the missing seq. */
+	reset();
+	{
+		static struct oa_sysops ops;
+		ops = oa_sys_linux;
+		ops.fdatasync = failing_fdatasync;
+		oa_file *w = oa_open(path, O_RDWR, 0);
+		CHECK(w);
+		fill(b, 3);
+		tu_oa_pwrite(w, b, BLK, 0);
+		oa__set_sysops(&ops);
+		CHECK_ERR(oa_commit(w), EIO);   /* seq 1: revoked */
+		oa__set_sysops(NULL);
+		run(1, OA_KP_FLUSHED);          /* seq 2, in journal 1 */
+		CHECK_EQ(blk_at(BLK), 0);
+		CHECK_OK(oa_recover(path));
+		CHECK_EQ(blk_at(BLK), 'A' + 1);
+		CHECK_EQ(blk_at(0), 0);
+		CHECK_OK(oa_close(w));
+	}
+	printf("recover: 9 cases hold\n");
 	return 0;
 }

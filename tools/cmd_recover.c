@@ -24,19 +24,29 @@ static const struct option jdir_longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
+static const struct option recover_longopts[] = {
+	{ "journal-dir", required_argument, NULL, 'J' },
+	{ "all", no_argument, NULL, 'a' },
+	{ "adopt", no_argument, NULL, 'A' },
+	{ "discard", no_argument, NULL, 'D' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
 /*
- * Parse the options recover and check share.  Returns -1 to go on (with
- * *JDIR and *ALL set and optind at the first PATH), or the exit status to
- * return.
+ * Parse the options of recover (FLAGS not NULL: --adopt and --discard too)
+ * and check.  Returns -1 to go on (with *JDIR, *ALL and *FLAGS set and
+ * optind at the first PATH), or the exit status to return.
  */
 static int parse_jdir(const struct tool_cmd *cmd, int argc, char **argv,
-		      const char **jdir, int *all)
+		      const char **jdir, int *all, unsigned *flags)
 {
 	int opt;
 
 	*jdir = NULL;
 	*all = 0;
-	while ((opt = getopt_long(argc, argv, ":J:ah", jdir_longopts,
+	while ((opt = getopt_long(argc, argv, ":J:ah", flags ? recover_longopts
+							       : jdir_longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'J':
@@ -44,6 +54,12 @@ static int parse_jdir(const struct tool_cmd *cmd, int argc, char **argv,
 			break;
 		case 'a':
 			*all = 1;
+			break;
+		case 'A':
+			*flags |= OA__RECOVER_ADOPT;
+			break;
+		case 'D':
+			*flags |= OA__RECOVER_DISCARD;
 			break;
 		case 'h':
 			return tool_help(cmd);
@@ -56,12 +72,18 @@ static int parse_jdir(const struct tool_cmd *cmd, int argc, char **argv,
 	return -1;
 }
 
-/* Recover PATH; report a failure on one line.  Returns 0 or TOOL_EXIT_ERR. */
-static int recover_one(const char *path, const char *jdir)
+/* Recover PATH with FLAGS (OA__RECOVER_*).  The findings (which file,
+ * which record) go to standard error before the error line, and so does
+ * what --discard threw away.  Returns 0 or TOOL_EXIT_ERR. */
+static int recover_one(const char *path, const char *jdir, unsigned flags)
 {
-	int ret = jdir ? oa__recover_opts(path, jdir) : oa_recover(path);
-
-	return ret < 0 ? tool_error_jdir(path, jdir, NULL, errno) : 0;
+	if (oa__recover_ex(path, jdir, flags, stderr) == 0)
+		return 0;
+	if (errno == EUCLEAN)
+		return tool_errorf(path, "not recovered: damaged or copied "
+				   "journal or control file (see above; "
+				   "nothing was applied)");
+	return tool_error_jdir(path, jdir, NULL, errno);
 }
 
 /*
@@ -92,7 +114,8 @@ static int check_one(const char *path, const char *jdir, FILE *out)
 /* --all: one file found under a tree.  Settles it (RECOVER) or reports on
  * it; prints a line only for a file that had something to settle or
  * report.  Returns TOOL_EXIT_* (recover) or CHECK_* (check). */
-static int all_one(const struct tool_ctl *c, const char *jdir, int recover)
+static int all_one(const struct tool_ctl *c, const char *jdir, int recover,
+		   unsigned flags)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -108,7 +131,7 @@ static int all_one(const struct tool_ctl *c, const char *jdir, int recover)
 		 * line says which ones had committed work waiting. */
 		int pending = oa__check(c->path, jdir, NULL);
 
-		if (recover_one(c->path, jdir))
+		if (recover_one(c->path, jdir, flags))
 			return TOOL_EXIT_ERR;
 		if (pending > 0)
 			printf("%s: recovered\n", c->path);
@@ -131,7 +154,8 @@ static int all_one(const struct tool_ctl *c, const char *jdir, int recover)
 }
 
 /* recover --all / check --all over the trees ARGV[optind..]. */
-static int all_f(int argc, char **argv, const char *jdir, int recover)
+static int all_f(int argc, char **argv, const char *jdir, int recover,
+		 unsigned flags)
 {
 	int worst = 0;
 
@@ -147,7 +171,7 @@ static int all_f(int argc, char **argv, const char *jdir, int recover)
 		if (errors)	/* a directory unread: not all settled */
 			worst = recover ? TOOL_EXIT_ERR : CHECK_BAD;
 		for (size_t k = 0; k < n; k++) {
-			int ret = all_one(&c[k], jdir, recover);
+			int ret = all_one(&c[k], jdir, recover, flags);
 
 			if (ret > worst)
 				worst = ret;
@@ -160,16 +184,17 @@ static int all_f(int argc, char **argv, const char *jdir, int recover)
 static int recover_f(const struct tool_cmd *cmd, int argc, char **argv)
 {
 	const char *jdir;
+	unsigned flags = 0;
 	int all, ret, status = TOOL_EXIT_OK;
 
-	ret = parse_jdir(cmd, argc, argv, &jdir, &all);
+	ret = parse_jdir(cmd, argc, argv, &jdir, &all, &flags);
 	if (ret >= 0)
 		return ret;
 	if (all)
-		return all_f(argc, argv, jdir, 1);
+		return all_f(argc, argv, jdir, 1, flags);
 	/* Each path on its own: one that fails does not stop the rest. */
 	for (int i = optind; i < argc; i++)
-		if (recover_one(argv[i], jdir))
+		if (recover_one(argv[i], jdir, flags))
 			status = TOOL_EXIT_ERR;
 	return status;
 }
@@ -179,11 +204,11 @@ static int check_f(const struct tool_cmd *cmd, int argc, char **argv)
 	const char *jdir;
 	int all, ret, worst = CHECK_CLEAN;
 
-	ret = parse_jdir(cmd, argc, argv, &jdir, &all);
+	ret = parse_jdir(cmd, argc, argv, &jdir, &all, NULL);
 	if (ret >= 0)
 		return ret;
 	if (all)
-		return all_f(argc, argv, jdir, 0);
+		return all_f(argc, argv, jdir, 0, 0);
 	for (int i = optind; i < argc; i++) {
 		ret = check_one(argv[i], jdir, stdout);
 		if (ret > worst)
@@ -195,7 +220,8 @@ static int check_f(const struct tool_cmd *cmd, int argc, char **argv)
 const struct tool_cmd recover_cmd = {
 	.name = "recover",
 	.func = recover_f,
-	.args = "[--journal-dir DIR] PATH... | --all [--journal-dir JDIR] DIR...",
+	.args = "[--journal-dir DIR] [--adopt | --discard] PATH... | "
+		"--all [--journal-dir JDIR] [--adopt | --discard] DIR...",
 	.oneline = "finish or discard what a crash left behind for each PATH",
 	.help =
 " For each PATH, applies the transactions a crash left committed in its\n"
@@ -205,7 +231,10 @@ const struct tool_cmd recover_cmd = {
 " idempotent, leaves files without a journal alone, and is safe while\n"
 " other processes use the files.  A PATH that fails is reported on one\n"
 " line and the others are still recovered; the exit status is 1 if any\n"
-" failed.  A damaged journal is never applied (see oatomic check).\n"
+" failed.  A damaged journal is never applied: recover refuses, naming the\n"
+" damaged file (control file or journal) and record (seq, LSN), and leaves\n"
+" PATH untouched.  So does a copy of a crashed directory (cp -a, rsync,\n"
+" tar: new inode numbers) whose journals hold committed transactions.\n"
 "\n"
 " With --all, the operands are directories: every file under each DIR that\n"
 " has a control file (.NAME.oa) is recovered, without naming the files.\n"
@@ -222,10 +251,16 @@ const struct tool_cmd recover_cmd = {
 " Options:\n"
 "   -a, --all              the operands are directory trees (see above)\n"
 "   -J, --journal-dir DIR  the journals are in DIR, not beside each PATH\n"
+"       --adopt            replay the journals of a copied directory: they\n"
+"                          and the control file name the same old inode\n"
+"       --discard          throw away the damaged or copied journals that\n"
+"                          recovery refuses, leaving PATH as it is, and say\n"
+"                          so (one line per journal); the rest is recovered\n"
 "\n"
 " Example:\n"
 "   oatomic recover /var/lib/app/*.db\n"
-"   oatomic recover --all /var/lib/app\n",
+"   oatomic recover --all /var/lib/app\n"
+"   cp -a /crashed/dir /copy && oatomic recover --adopt /copy/state.db\n",
 };
 
 const struct tool_cmd check_cmd = {
@@ -241,8 +276,10 @@ const struct tool_cmd check_cmd = {
 "   0  clean: nothing pending\n"
 "   1  committed transactions wait to be applied (normal after a crash;\n"
 "      oatomic recover, or the next open, finishes them)\n"
-"   2  a journal is damaged, foreign or unsafe (not replayed: see the\n"
-"      message), or PATH could not be checked at all\n"
+"   2  the control file or a journal is damaged, a journal is foreign\n"
+"      (a copied directory's: see oatomic recover --adopt) or unsafe (not\n"
+"      replayed: the message names the file and the record), or PATH\n"
+"      could not be checked at all\n"
 "\n"
 " With --all, the operands are directories, walked and matched with their\n"
 " files as oatomic recover --all does; only the files with something\n"

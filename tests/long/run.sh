@@ -9,7 +9,8 @@
 # writers on one file), LONG_CUTS (1000 per file system, over 64K 1M 4M 64M:
 # 256M does not fit the smallest image),
 # LONG_PAIR_CUTS (200 per file system), LONG_FSMATRIX_KILLS (2000 kills and a
-# tenth as many pair rounds per entry).
+# tenth as many pair rounds per entry), LONG_DAMAGE (5000 kill-and-damage
+# trials per kind of damage, conf_damage).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 B=${BUILD:-build}
@@ -38,6 +39,9 @@ spans=64K,1M,4M,64M,256M
 step "kill torture, ${LONG_KILLS:-10000} kills over $spans" \
 	env TORTURE_KILLS="${LONG_KILLS:-10000}" TORTURE_SPANS=$spans \
 	OA_TEST_DIR="$scratch" "$B/tests/torture" kill
+step "damage after kills, ${LONG_DAMAGE:-5000} trials per kind" \
+	env DAMAGE_TRIALS="${LONG_DAMAGE:-5000}" OA_TEST_DIR="$scratch" \
+	"$B/tests/conf_damage"
 step "two writers on one file, ${LONG_PAIR_KILLS:-5000} rounds" \
 	env TORTURE_PAIR_KILLS="${LONG_PAIR_KILLS:-5000}" OA_TEST_DIR="$scratch" \
 	"$B/tests/torture" pair
