@@ -254,7 +254,11 @@ static int set_prefix(struct oa_file *f, const char *fmt, const char *base,
 	return 0;
 }
 
-/* A home beside the name, for a file that has none of its own yet. */
+/* A home beside the name, for a file that has none of its own yet.
+ * Returns 0 (a home to record as the file's), 1 (the home for this open
+ * only: another inode's with something to recover, which recovery then
+ * reports, or a damaged one, whose owner is unknown; never recorded, H3),
+ * or -1. */
 static int home_by_name(struct oa_file *f, const char *base, bool xattrs)
 {
 	uint64_t ino, igen;
@@ -264,17 +268,18 @@ static int home_by_name(struct oa_file *f, const char *base, bool xattrs)
 		return -1;
 	r = ctl_owner(f, f->dfd, f->prefix, &ino, &igen);
 	if (r < 0)
-		return errno == EUCLEAN ? 0 : -1;
+		return errno == EUCLEAN ? 1 : -1;
 	if (r == 0 || (ino == f->ino && igen == f->igen))
 		return 0;
 	/* Another inode's control file under this name (H3). */
 	r = foreign_home_state(f, ino, igen);
 	if (r < 0)
 		return -1;
-	if (r == 2 || !xattrs)
-		/* Something to recover: the home stays, recovery reports it.
-		 * Without the attribute nobody could find a second home: the
-		 * name's, as before homes were recorded. */
+	if (r == 2)
+		return 1;
+	if (!xattrs)
+		/* Without the attribute nobody could find a second home:
+		 * the name's, as before homes were recorded. */
 		return 0;
 	/* Ours is another (for a reader: none, nothing to recover). */
 	return set_prefix(f, ".%s.%llx", base, f->ino);
@@ -359,9 +364,10 @@ static int home_find(struct oa_file *f, const char *base, bool writer,
 				goto record;
 		}
 	}
-	if (home_by_name(f, base, xattrs) < 0)
+	r = home_by_name(f, base, xattrs);
+	if (r < 0)
 		return -1;
-	if (!writer || !xattrs)
+	if (r == 1 || !writer || !xattrs)
 		return 0;
 record:
 	if (!record)
