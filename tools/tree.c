@@ -3,15 +3,17 @@
  * for `oatomic recover --all` and `oatomic check --all`.
  *
  * After a crash a boot script must settle every file without knowing
- * their names.  Every file the library ever wrote to has a control file,
- * `.NAME.oa` beside it (`.NAME.INO.oa`, INO the inode number in hex, in a
- * journal directory), whose header slot records the file's inode number
+ * their names.  Every file the library ever wrote to has a control file in
+ * its home, usually `.NAME.oa` beside it (`.NAME.INO.oa`, INO the inode
+ * number in hex, in a journal directory, or where another file had taken
+ * the name), whose header slot records the file's inode number
  * (docs/FORMAT.md).  So: walk the tree (one file system, symbolic links
  * not followed), note every regular file's inode number, and match each
  * control file with NAME beside it if that is the recorded inode, else
  * with the file of that inode anywhere under the tree.  The library finds
- * a file's journals by the name it is opened by; a match it would not find
- * them from (the file renamed or moved since) is reported, not recovered.
+ * a file's journals in the home recorded on the file (oa__ctl_path); a
+ * match whose home is another control file (a leftover, a copy) is
+ * reported, not recovered.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -239,8 +241,8 @@ static int match(const char *ctl, const char *top, const char *jdir,
 	}
 	if (!same_file(beside, &cst)) {
 		ret = asprintf(&c->why, "control file %s: its file (inode %"
-			       PRIu64 ") is %s, whose journal the library "
-			       "looks for as %s (renamed or moved since?): not "
+			       PRIu64 ") is %s, whose control file the library "
+			       "uses is %s (a leftover or a copy?): not "
 			       "settled", ctl, c->ino, path, beside) < 0 ? -1 : 0;
 		goto out;
 	}
