@@ -59,6 +59,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -87,6 +88,14 @@ void oa_killpoint(int point)
 
 static int fill_jnl(struct oa_file *f, int fd, void *arg)
 {
+	struct rlimit rl;
+	/* A file size limit below the ring: fail as pwrite(2) would, but
+	 * before writing, and without the SIGXFSZ the kernel would send. */
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < OA_JRNL_INITIAL) {
+		errno = EFBIG;
+		return -1;
+	}
 	struct oa_slot s = { .slot_seq = 0, .a = oa_random64(), .ino = f->ino,
 			     .igen = f->igen };
 	if (oa_slot_write(fd, OA_JNL_MAGIC, &s) < 0)

@@ -341,6 +341,28 @@ expect_file ht/b/moved $'H1\n' "recover --all, the moved file left alone"
 out=$("$OA" check --all ht)
 [ $? = 0 ] && [ -z "$out" ] || fail "check --all, homes, after recover: '$out'"
 
+# ---- 7. no room for the journal ---------------------------------------------
+# A file size limit below the journal (ulimit -f) and a full tmpfs: the
+# write fails with a message that says the journal could not be made; the
+# tool is not killed (SIGXFSZ) and the file is unchanged.
+printf 'x\n' >small
+out=$( (ulimit -f 1024; printf 'y' | "$OA" write --offset 1 small) 2>&1)
+rc=$?
+[ $rc = 1 ] || fail "ulimit -f: exit $rc, not 1 (153 is SIGXFSZ)"
+case $out in *"cannot create the journal"*) ;; *) fail "ulimit -f: '$out'" ;; esac
+expect_file small $'x\n' "ulimit -f"
+if [ "$(id -u)" = 0 ] && mkdir -p tiny && mount -t tmpfs -o size=2m oatest tiny 2>/dev/null; then
+	printf 'x\n' >tiny/f
+	out=$(printf 'y' | "$OA" write --offset 1 tiny/f 2>&1)
+	rc=$?
+	[ $rc = 1 ] || fail "2 MiB tmpfs: exit $rc, not 1"
+	case $out in *"No space left"*"cannot create the journal"*) ;; *) fail "2 MiB tmpfs: '$out'" ;; esac
+	expect_file tiny/f $'x\n' "2 MiB tmpfs"
+	umount tiny
+else
+	echo "NOTE: not root or no tmpfs: the full file system case not tried"
+fi
+
 # Usage
 "$OA" recover --all 2>/dev/null
 [ $? = 2 ] || fail "recover --all without DIR: not a usage error"

@@ -11,6 +11,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -53,6 +54,7 @@ static ssize_t read_chunk(int fd, char *buf, size_t n)
 static int stream_stdin(oa_file *f, const char *path, off_t off, off_t *end)
 {
 	char *buf = malloc(STREAM_CHUNK);
+	const off_t start = off;
 	int ret = 0;
 
 	if (!buf)
@@ -74,10 +76,21 @@ static int stream_stdin(oa_file *f, const char *path, off_t off, off_t *end)
 			if (w <= 0) {
 				if (w == 0)
 					errno = EIO;	/* no progress */
+				int e = errno;
+				/* The first write makes the journal: a
+				 * full disk or a file size limit stops
+				 * it there. */
+				bool first = done == 0 && off == start;
+				bool room = e == ENOSPC || e == EDQUOT ||
+					    e == EFBIG;
 				ret = tool_errorf(path, "write at offset %jd: "
-						  "%s (file unchanged)",
+						  "%s%s (file unchanged)",
 						  (intmax_t)off,
-						  tool_strerror(errno));
+						  tool_strerror(e),
+						  first && room ?
+						  " (cannot create the journal "
+						  "beside it: it needs 4 MiB)" :
+						  "");
 				goto out;
 			}
 			done += (size_t)w;
