@@ -136,7 +136,20 @@ int main(void)
 		execl("/bin/sleep", "sleep", "30", (char *)NULL);
 		_exit(127);
 	}
-	usleep(200 * 1000);
+	/* Once it runs sleep (not our copy before the exec), look. */
+	for (int i = 0; i < 1000; i++) {
+		char comm[64] = "", pp[64];
+		snprintf(pp, sizeof(pp), "/proc/%d/comm", (int)p);
+		FILE *c = fopen(pp, "r");
+		if (c) {
+			if (!fgets(comm, sizeof(comm), c))
+				comm[0] = 0;
+			fclose(c);
+		}
+		if (strncmp(comm, "sleep", 5) == 0)
+			break;
+		usleep(10 * 1000);
+	}
 	CHECK(!holds_sidecar(p));
 	CHECK_OK(oa_close(f));
 	CHECK_CHILD_OK(tu_run_child(other_opener, "VVVVVVVV"));
