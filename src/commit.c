@@ -97,8 +97,9 @@ static int fill_jnl(struct oa_file *f, int fd, void *arg)
 		return -1;
 	}
 	struct oa_slot s = { .slot_seq = 0, .a = oa_random64(), .ino = f->ino,
-			     .igen = f->igen };
-	if (oa_slot_write(fd, OA_JNL_MAGIC, &s) < 0)
+			     .igen = f->igen, .era = f->era };
+	(void)arg;
+	if (oa_slot_write(fd, 0, OA_JNL_MAGIC, &s) < 0)
 		return -1;
 	/* Zero-filled, not fallocated: the commit flush then overwrites
 	 * written blocks and never has to allocate, convert unwritten extents
@@ -119,15 +120,15 @@ int oa_journal_reset(struct oa_file *f)
 {
 	struct oa_slot s = { .slot_seq = f->jslot_seq + 1,
 			     .a = oa_random64(), .ino = f->ino,
-			     .igen = f->igen };
+			     .igen = f->igen, .era = f->era };
 	/* No flush: records of the old generation are all checkpointed (I6),
 	 * so losing this write loses nothing; records of the new generation
 	 * only count once a commit flush has made this slot durable too. */
-	if (oa_slot_write(f->jfd, OA_JNL_MAGIC, &s) < 0)
+	if (oa_slot_write(f->jfd, f->jbase, OA_JNL_MAGIC, &s) < 0)
 		return -1;
 	f->jslot_seq = s.slot_seq;
 	f->gen = s.a;
-	f->pos = OA_DATA_START;
+	f->pos = f->jdata;
 	f->tx_id = 1;
 	f->tx_start = f->pos;
 	f->rec_open = false;
@@ -187,23 +188,50 @@ static int name_durable(struct oa_file *f, int k, bool fresh)
 		return 0;
 	if (!fresh && !MUTANT(23) && oa_xfsync(f->dfd) < 0)
 		return -1;
-	if (!bit)
-		return 0;
+	if (!bit) {
+		/* No jmax slot for it: the last close checkpoints durably
+		 * before it removes the extra journals (I14). */
+		if (l.flags & OA_LIVE_XHIGH)
+			return 0;
+		l.flags |= OA_LIVE_XHIGH;
+		return oa_live_write(f, &l);
+	}
 	l.jnamed |= bit;
 	return oa_live_write(f, &l);
 }
 
-int oa_journal_acquire(struct oa_file *f)
+/* Take journal 0, in the control file, if no other handle has it: a
+ * second descriptor of the control file, whose own lock byte says who owns
+ * it.  1 taken, 0 another handle's, -1 error. */
+static int take_j0(struct oa_file *f)
 {
 	char name[NAME_MAX + 1];
-	struct oa_slot s;
-	int fd, r;
-
-	if (!f->cfd_rw) {
-		errno = EBADF;
+	int fd;
+	if (oa_name(f, name, sizeof(name), OA_NAME_CTL, 0) < 0)
 		return -1;
+	fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return -1;
+	if (oa_lock(fd, OA_LOCK_J0, F_WRLCK, 0) < 0) {
+		oa_xclose(fd);
+		return errno == EAGAIN ? 0 : -1;
 	}
-	for (int k = 0; k < 4096; k++) {
+	f->jfd = fd;
+	f->jidx = 0;
+	f->jbase = OA_J0_SLOT;
+	f->jdata = OA_J0_DATA;
+	f->jlock = OA_LOCK_J0;
+	return 1;
+}
+
+/* Take an extra journal file, .NAME.oaj-K (K >= 1), making one if none is
+ * free.  0 or -1. */
+static int take_extra(struct oa_file *f, bool *fresh_out)
+{
+	char name[NAME_MAX + 1];
+	int fd;
+
+	for (int k = 1; k < 4096; k++) {
 		bool fresh = false;
 		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
 			return -1;
@@ -232,32 +260,66 @@ int oa_journal_acquire(struct oa_file *f)
 			return -1;
 		}
 		f->jfd = fd;
-		f->jcow = oa_journal_cow(f, fd);
 		f->jidx = k;
-		r = oa_slots_read(fd, OA_JNL_MAGIC, &s);
-		f->jslot_seq = r == 0 ? s.slot_seq : 0;
-		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
-			goto fail;
-		/* A journal left by a dead handle may hold commits newer
-		 * than the checkpoint: recycling checkpoints them first. */
-		r = oa_heal_locked(f, NULL);
-		/* I8: found by its name, the journal may be one whose creator
-		 * died, or whose directory flush failed, between its link and
-		 * that flush: make the name durable before a commit relies on
-		 * it, once (the live area remembers). */
-		if (r == 0)
-			r = name_durable(f, k, fresh);
-		if (r == 0)
-			r = oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
-		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
-		if (r < 0)
-			goto fail;
+		f->jbase = 0;
+		f->jdata = OA_DATA_START;
+		f->jlock = OA_LOCK_OWNER;
+		*fresh_out = fresh;
 		return 0;
 	}
 	errno = EMFILE;
 	return -1;
+}
+
+int oa_journal_acquire(struct oa_file *f)
+{
+	struct oa_slot s;
+	struct rlimit rl;
+	bool fresh = false;
+	int r;
+
+	if (!f->cfd_rw) {
+		errno = EBADF;
+		return -1;
+	}
+	r = take_j0(f);
+	if (r < 0)
+		return -1;
+	if (r == 0 && take_extra(f, &fresh) < 0)
+		return -1;
+	f->jcow = oa_journal_cow(f, f->jfd);
+	f->ncommit = 0;
+	f->fsize_max = getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
+		       rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : UINT64_MAX;
+	r = oa_slots_read(f->jfd, f->jbase, OA_JNL_MAGIC, &s);
+	f->jslot_seq = r == 0 ? s.slot_seq : 0;
+	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		goto fail;
+	/* A journal left by a dead handle may hold commits newer than the
+	 * checkpoint: recycling checkpoints them first. */
+	r = oa_heal_locked(f, NULL);
+	/* The control file leaves its clean state (a new era: I15). */
+	if (r == 0)
+		r = oa_ctl_init_locked(f);
+	if (r == 0 && f->jidx > 0) {
+		/* An extra journal's commits are flushed without the control
+		 * file: its era (I15) must be durable first, and I8: found by
+		 * its name, the journal may be one whose creator died, or whose
+		 * directory flush failed, between its link and that flush:
+		 * make the name durable before a commit relies on it, once
+		 * (the live area remembers). */
+		r = oa_ctl_sync_locked(f);
+		if (r == 0)
+			r = name_durable(f, f->jidx, fresh);
+	}
+	if (r == 0)
+		r = oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	if (r < 0)
+		goto fail;
+	return 0;
 fail:
-	oa_lock(f->jfd, OA_LOCK_OWNER, F_UNLCK, 0);
+	oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
 	oa_xclose(f->jfd);
 	f->jfd = -1;
 	return -1;
@@ -335,6 +397,14 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 		f->rec_next_off = off;
 	}
 	payload = f->rec_lsn + OA_REC_HDR + f->rec_pad + f->rec_len;
+	if (payload + total + OA_TX_ALIGN > f->fsize_max) {
+		/* The journal would pass the file size limit: fail as
+		 * pwrite(2) would, without the SIGXFSZ that kills. */
+		if (f->rec_len == 0)
+			f->rec_open = false;
+		errno = EFBIG;
+		return -1;
+	}
 	crc = f->rec_crc;
 	for (int i = 0; i < cnt; i++)
 		crc = oa_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
@@ -528,6 +598,118 @@ int oa_checkpoint_locked(struct oa_file *f)
 	return oa_live_write(f, &l);
 }
 
+/* Remove the extra journals (.NAME.oaj-K, K >= 1) once no handle is left:
+ * they hold only checkpointed records, or records of an earlier era.
+ * Journals are numbered from 1 and removed from the top, so the first
+ * missing number ends them.  Not flushed (I14). */
+static void drop_extra_journals(struct oa_file *f)
+{
+	char name[NAME_MAX + 1];
+	for (int k = 1; k < 4096; k++) {
+		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
+			return;
+		if (oa_sys->unlinkat(f->dfd, name, 0) < 0 && errno == ENOENT)
+			return;
+	}
+}
+
+int oa_clean_locked(struct oa_file *f)
+{
+	struct oa_live l;
+	uint64_t size;
+	bool durable = false;
+
+	if (oa_xfsize(f->cfd, &size) < 0)
+		return -1;
+	if (size <= OA_CLEAN_SIZE)
+		return 0;   /* clean (shorter: damage, recovery's to report) */
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	/* I14: every commit is durable in the file before the journals that
+	 * hold it are given back.  Journal 0 goes with the cut; its commits
+	 * need no checkpoint record: if the cut is lost in a crash they are
+	 * all still there, complete, and replaying them is harmless (I7).
+	 * Extra journals are removed by name, each on its own: one removal
+	 * may survive a crash and another not, and a cut control file with a
+	 * journal left is clean (I15), so a commit that only an extra journal
+	 * holds must be under a durable checkpoint first.  So must a journal
+	 * 0 grown beyond the ring: a cut of a file that big may be done in
+	 * steps (Btrfs), and a step that leaves older commits without the
+	 * newer ones must find them checkpointed. */
+	bool need_ckpt = size > OA_JRNL_INITIAL || (l.flags & OA_LIVE_XHIGH);
+	for (int k = 1; k < OA_LIVE_JMAX; k++)
+		if (l.jmax[k] > l.ckpt_seq)
+			need_ckpt = true;
+	if (MUTANT(27))
+		need_ckpt = false;
+	if (MUTANT(26)) {
+		drop_extra_journals(f);
+		oa_ctl_unmap(f);
+		if (oa_xftruncate(f->cfd, OA_CLEAN_SIZE) < 0)
+			return -1;
+		return oa_xfdatasync(f->tfd);
+	}
+	if (l.last_seq > l.ckpt_seq) {
+		if (oa_xfdatasync(f->tfd) < 0 && !MUTANT(10)) {
+			/* I9: as in a checkpoint. */
+			int e = errno;
+			l.dirty_seq = l.last_seq;
+			oa_live_write(f, &l);
+			errno = e;
+			return -1;
+		}
+		durable = true;
+		oa_killpoint(OA_KP_CKPT_TARGET);
+		if (need_ckpt && oa_ctl_write_ckpt(f, l.last_seq) < 0)
+			return -1;
+	}
+	(void)durable;
+	drop_extra_journals(f);
+	/* A big one in two cuts: the first may stop anywhere above the
+	 * initialised length, where the checkpoint just written covers every
+	 * commit left; the second is within the ring, which the file systems
+	 * cut at once (FORMAT.md, I14). */
+	if (size > OA_JRNL_INITIAL && oa_xftruncate(f->cfd, OA_CTL_INIT) < 0)
+		return -1;
+	oa_ctl_unmap(f);
+	if (oa_xftruncate(f->cfd, OA_CLEAN_SIZE) < 0)
+		return -1;
+	oa_killpoint(OA_KP_CKPT_WRITTEN);   /* clean, nothing flushed */
+	/* Clean, so no longer "in use since this boot" (recover.c). */
+	return oa_ctl_identity(f, false);
+}
+
+/* Journal 0 starts as long as its first transaction needs: the clean
+ * control file is OA_CLEAN_SIZE bytes, and a one-shot update should not
+ * write a 4 MiB ring.  A handle that commits a second time gets room ahead:
+ * twice the journal, at least 256 KiB past its tail, up to the ring's
+ * OA_JRNL_INITIAL, zero-filled and not flushed (the next commit flush
+ * carries it).  Best effort: where it fails (a full disk, the file size
+ * limit) commits go on growing the journal as they write. */
+static void grow_ring(struct oa_file *f)
+{
+	uint64_t size, want;
+	if (oa_xfsize(f->jfd, &size) < 0 || size >= OA_JRNL_INITIAL)
+		return;
+	want = size * 2;
+	if (want < f->pos + (256u << 10))
+		want = f->pos + (256u << 10);
+	if (want > OA_JRNL_INITIAL)
+		want = OA_JRNL_INITIAL;
+	if (want > f->fsize_max)
+		want = f->fsize_max & ~(uint64_t)4095;
+	if (want <= size)
+		return;
+	memset(f->buf, 0, OA_BUF_BYTES);
+	for (uint64_t off = size; off < want;) {
+		size_t n = want - off < OA_BUF_BYTES ? (size_t)(want - off)
+						     : OA_BUF_BYTES;
+		if (oa_pwrite_full(f->jfd, f->buf, n, (off_t)off) < 0)
+			return;
+		off += n;
+	}
+}
+
 /* ---- commit ---- */
 
 /* Allocate [OFF, OFF+LEN) beyond SIZE without changing the size. */
@@ -627,6 +809,10 @@ int oa_commit_journal(struct oa_file *f)
 
 	seq = l.last_seq + 1;
 	lsn = f->pos;
+	if (lsn + OA_REC_HDR + body > f->fsize_max) {
+		errno = EFBIG;   /* as pwrite(2) would, without SIGXFSZ */
+		goto fail_unlock;
+	}
 	r = (struct oa_rec){ .type = OA_REC_COMMIT, .gen = f->gen, .lsn = lsn,
 			     .tx = f->tx_id, .len = body, .seq = seq,
 			     .body_crc = oa_crc32c(0, rec + OA_REC_HDR, body) };
@@ -716,6 +902,11 @@ int oa_commit_journal(struct oa_file *f)
 	f->pos = oa_align_up(lsn + OA_REC_HDR + body, OA_REC_ALIGN);
 	f->rec_open = false;
 	oa_txn_drop(f);
+	/* A handle that commits again keeps committing: journal 0 gets room
+	 * ahead, zero-filled, so that its commit flushes overwrite written
+	 * blocks (no allocation, no size change) as in a ring made up front. */
+	if (f->jidx == 0 && ++f->ncommit >= 2)
+		grow_ring(f);
 	/* This commit is newer than the checkpoint, so recycling the full
 	 * journal checkpoints; a failure there latches (I9).  A journal a big
 	 * transaction grew keeps its size while the handle is open (up to

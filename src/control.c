@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -219,15 +220,12 @@ fail_nounlink:
 	return -1;
 }
 
+/* A new control file is clean: its identity, nothing else. */
 static int fill_ctl(struct oa_file *f, int fd, void *arg)
 {
-	struct oa_slot s = { .slot_seq = 0, .a = 0, .ino = f->ino,
-			     .igen = f->igen };
-	struct oa_live l = { .magic = OA_LIVE_MAGIC };
-	if (oa_slot_write(fd, OA_CTL_MAGIC, &s) < 0)
-		return -1;
-	f->cfd = fd;
-	return oa_live_write(f, &l);
+	struct oa_slot s = { .ino = f->ino, .igen = f->igen };
+	(void)arg;
+	return oa_slot_write(fd, OA_ID_OFF, OA_ID_MAGIC, &s);
 }
 
 /*
@@ -235,9 +233,11 @@ static int fill_ctl(struct oa_file *f, int fd, void *arg)
  * open, never durable: a shared mapping makes reading and updating it plain
  * memory accesses (no system call, no timestamp update, no file-system
  * transaction), as SQLite does with its -shm file.  The page holding it is
- * inside the file (created at 8192 + OA_LIVE_BYTES), so no access can fault
- * unless someone truncates the control file behind our back.  Where mapping
- * fails, pread/pwrite do the same job.
+ * inside the file (a control file in use is OA_CTL_INIT long), so no access
+ * can fault: the file is cut back to its clean length only by the last
+ * handle, which unmaps first.  A clean control file has no live area: a
+ * handle that opened it clean uses pread/pwrite, also once another handle
+ * has initialised it, as where mapping fails.
  */
 static void map_live(struct oa_file *f)
 {
@@ -254,24 +254,33 @@ static void map_live(struct oa_file *f)
 		f->live = p;
 }
 
-/* A version 1 control file made before the seal existed is
- * OA_CTL_MIN_SIZE long: a writer extends it with zeros (no seal) so that the
- * live area maps.  Not flushed: the seal is not durable state, and a crash
- * that loses the extension leaves the old size, which is still valid.  A
- * shorter file is damage, left for recovery to report. */
-static void extend_old(struct oa_file *f)
-{
-	struct stat st;
-	if (f->cfd_rw && oa_xfstat(f->cfd, &st) == 0 &&
-	    st.st_size >= OA_CTL_MIN_SIZE && st.st_size < OA_CTL_SIZE)
-		oa_xftruncate(f->cfd, OA_CTL_SIZE);
-}
-
 void oa_ctl_unmap(struct oa_file *f)
 {
 	if (f->live && oa_sys->munmap)
 		oa_sys->munmap(f->live, 4096);
 	f->live = NULL;
+}
+
+/* A control file of ours (or any, as root) with write permission the file
+ * lacks (the file's mode was narrowed since): clean, it holds nothing but
+ * the identity and is narrowed now; in use, journal 0 in it may hold
+ * records someone else wrote, so it is kept as it is, marked unsafe:
+ * recovery refuses to replay it (EPERM), and the last clean close leaves it
+ * clean, to be narrowed by the next opener. */
+static int ctl_widened(struct oa_file *f, int fd)
+{
+	struct stat st;
+	uid_t me = geteuid();
+	if (oa_xfstat(fd, &st) < 0)
+		return -1;
+	if (st.st_size == OA_CLEAN_SIZE)
+		return oa_narrow(f, fd);
+	if (!S_ISREG(st.st_mode) || (st.st_uid != me && me != 0)) {
+		errno = EPERM;
+		return -1;
+	}
+	f->ctl_unsafe = true;
+	return 0;
 }
 
 int oa_ctl_open(struct oa_file *f, bool create)
@@ -299,13 +308,12 @@ int oa_ctl_open(struct oa_file *f, bool create)
 			 * state, no data.  Journals are judged one by one
 			 * (recover.c). */
 			if (oa_check_safe(f, fd) < 0 &&
-			    (errno != EPERM || oa_narrow(f, fd) < 0)) {
+			    (errno != EPERM || ctl_widened(f, fd) < 0)) {
 				oa_xclose(fd);
 				return -1;
 			}
 			f->cfd = fd;
 			f->cfd_rw = rw;
-			extend_old(f);
 			map_live(f);
 			return 0;
 		}
@@ -417,6 +425,7 @@ int oa_live_read(struct oa_file *f, struct oa_live *l)
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
 		l->jmax[i] = oa_get64(b + 32 + 8 * i);
 	l->jnamed = oa_get64(b + 32 + 8 * OA_LIVE_JMAX);
+	l->flags = oa_get64(b + OA_LIVE_FLAGS_OFF);
 	if (l->magic != OA_LIVE_MAGIC) {
 		/* Never initialised (or torn by a power cut): treat as
 		 * "nothing known"; the opener that recovers rewrites it.  The
@@ -440,6 +449,7 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l)
 	oa_put64(b + 32 + 8 * OA_LIVE_JMAX, l->jnamed);
 	memset(b + OA_SEAL_OFF + OA_SEAL_BYTES, 0,
 	       OA_SEAL2_OFF - OA_SEAL_OFF - OA_SEAL_BYTES);
+	oa_put64(b + OA_LIVE_FLAGS_OFF, l->flags);
 	seal_encode(b + OA_SEAL_OFF, l);
 	memcpy(b + OA_SEAL2_OFF, b + OA_SEAL_OFF, OA_SEAL_BYTES);
 	if (f->live && f->cfd_rw) {
@@ -450,41 +460,157 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l)
 	return oa_pwrite_full(f->cfd, b, sizeof(b), OA_LIVE_OFF);
 }
 
+static int ctl_synced(struct oa_file *f);
+
 int oa_ctl_read_ckpt(struct oa_file *f, uint64_t *ckpt, bool *foreign)
 {
 	struct oa_slot s;
-	int r = oa_slots_read(f->cfd, OA_CTL_MAGIC, &s);
+	int r = oa_slots_read(f->cfd, OA_CSLOT, OA_CTL_MAGIC, &s);
 	if (r < 0)
 		return -1;
 	if (r == 1) {
-		/* Created files are flushed before they are named (I8), so a
-		 * control file without a header was not made by us. */
-		errno = EUCLEAN;
-		return -1;
+		/* Initialised and never flushed: nothing was committed. */
+		*ckpt = 0;
+		*foreign = false;
+		f->cino = f->ino;
+		f->cigen = f->igen;
+		f->era = 0;
+		return 1;
 	}
 	*ckpt = s.a;
 	*foreign = s.ino != f->ino || s.igen != f->igen;
 	f->cino = s.ino;
 	f->cigen = s.igen;
+	f->era = s.era;
 	return 0;
 }
 
 int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt)
 {
 	struct oa_slot s;
-	int r = oa_slots_read(f->cfd, OA_CTL_MAGIC, &s);
+	int r = oa_slots_read(f->cfd, OA_CSLOT, OA_CTL_MAGIC, &s);
 	if (r < 0 && errno != EUCLEAN)
 		return -1;
-	if (r != 0)
+	if (r != 0) {
 		s.slot_seq = 0;
+		s.era = f->era;
+	}
 	s.slot_seq++;
 	s.a = ckpt;
 	s.ino = f->ino;
 	s.igen = f->igen;
-	if (oa_slot_write(f->cfd, OA_CTL_MAGIC, &s) < 0)
+	if (oa_slot_write(f->cfd, OA_CSLOT, OA_CTL_MAGIC, &s) < 0)
 		return -1;
 	oa_killpoint(OA_KP_CKPT_WRITTEN);
 	/* I4/I5: the checkpoint record is durable before any journal record it
 	 * makes obsolete is overwritten. */
-	return oa_xfdatasync(f->cfd);
+	if (oa_xfdatasync(f->cfd) < 0)
+		return -1;
+	return ctl_synced(f);
+}
+
+int oa_ctl_init_locked(struct oa_file *f)
+{
+	struct oa_slot s;
+	uint64_t size;
+	unsigned char *b;
+	int r;
+
+	if (oa_xfsize(f->cfd, &size) < 0)
+		return -1;
+	if (size >= OA_CTL_INIT) {
+		r = oa_slots_read(f->cfd, OA_CSLOT, OA_CTL_MAGIC, &s);
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			f->era = s.era;
+			return 0;
+		}
+		/* All zero: initialised, never flushed; again. */
+	} else if (size != OA_CLEAN_SIZE) {
+		/* Cut short, or left half-initialised by a power cut (zero
+		 * slots): recovery judges it (oa_open recovered already). */
+		r = oa_slots_read(f->cfd, OA_CSLOT, OA_CTL_MAGIC, &s);
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			errno = EUCLEAN;
+			return -1;
+		}
+	}
+	b = calloc(1, OA_CTL_INIT);
+	if (!b) {
+		errno = ENOMEM;
+		return -1;
+	}
+	/* Two writes.  First the header slot with a new era (journals of
+	 * earlier eras are obsolete: I15) and the live area; journal 0's
+	 * slot is its owner's (oa_journal_reset).  Then the identity (ours,
+	 * also where the clean file was another inode's that home.c let us
+	 * take over), saying which boot initialised it: recovery in that boot
+	 * takes a header found missing for damage, not for an initialisation
+	 * a power cut or a kill in the middle of the first write interrupted
+	 * (a fatal signal may stop a write between pages). */
+	f->era = oa_random64();
+	s = (struct oa_slot){ .ino = f->ino, .igen = f->igen, .era = f->era };
+	oa_slot_encode(b + OA_CSLOT + OA_SLOT_A, OA_CTL_MAGIC, &s);
+	oa_put64(b + OA_LIVE_OFF, OA_LIVE_MAGIC);
+	r = oa_pwrite_full(f->cfd, b + OA_CSLOT, OA_CTL_INIT - OA_CSLOT,
+			   OA_CSLOT);
+	free(b);
+	if (r < 0 || oa_ctl_identity(f, true) < 0)
+		return -1;
+	if (!f->live)
+		map_live(f);
+	return 0;
+}
+
+int oa_ctl_identity(struct oa_file *f, bool in_use)
+{
+	struct oa_slot s = { .ino = f->ino, .igen = f->igen };
+	unsigned char me[16];
+	if (in_use && oa_boot_id(me)) {
+		s.a = oa_get64(me);
+		s.era = oa_get64(me + 8);
+	}
+	return oa_slot_write(f->cfd, OA_ID_OFF, OA_ID_MAGIC, &s);
+}
+
+/* The live area records that the control file's state is durable. */
+static int ctl_synced(struct oa_file *f)
+{
+	struct oa_live l;
+	uint64_t size;
+	if (oa_xfsize(f->cfd, &size) < 0)
+		return -1;
+	if (size < OA_CTL_INIT) {
+		f->ctl_synced = true;
+		return 0;
+	}
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	if (l.flags & OA_LIVE_SYNCED)
+		return 0;
+	l.flags |= OA_LIVE_SYNCED;
+	return oa_live_write(f, &l);
+}
+
+int oa_ctl_sync_locked(struct oa_file *f)
+{
+	struct oa_live l;
+	uint64_t size;
+	if (oa_xfsize(f->cfd, &size) < 0)
+		return -1;
+	if (size < OA_CTL_INIT) {
+		if (f->ctl_synced)
+			return 0;
+	} else {
+		if (oa_live_read(f, &l) < 0)
+			return -1;
+		if (l.flags & OA_LIVE_SYNCED)
+			return 0;
+	}
+	if (oa_xfdatasync(f->cfd) < 0)
+		return -1;
+	return ctl_synced(f);
 }

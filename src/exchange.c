@@ -241,6 +241,13 @@ int oa_commit_exchange(struct oa_file *f)
 		f->latched = errno == EIO;
 		goto fail;
 	}
+	/* I11 too: the control file's clean state (or its initialisation)
+	 * is durable, so that no crash brings back older commits a clean
+	 * close gave up without a flush (I14). */
+	if (!MUTANT(22) && oa_ctl_sync_locked(f) < 0) {
+		f->latched = errno == EIO;
+		goto fail;
+	}
 	/* Compose the blocks journal bytes touch; find the span. */
 	for (void *c = oa_index_seek(f->ix, 0); c; c = oa_index_next(f->ix, c)) {
 		oa_index_get(c, &e);

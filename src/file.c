@@ -59,7 +59,7 @@ static void unlock_all(struct oa_file *f)
 	if (f->forkgen != oa_fork_gen())
 		return;
 	if (f->jfd >= 0)
-		oa_lock(f->jfd, OA_LOCK_OWNER, F_UNLCK, 0);
+		oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
 	if (f->cfd >= 0)
 		oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0);
 }
@@ -306,8 +306,21 @@ static int set_prefix(struct oa_file *f, const char *base)
 	return 0;
 }
 
+/* Is the control file clean (OA_CLEAN_SIZE bytes: the last handle closed
+ * cleanly, nothing to recover)?  1 yes, 0 no, -1 error.  Once the opener
+ * holds OPEN, nobody can make it clean (only the last handle cuts it back),
+ * so a control file found in use stays in use. */
+static int ctl_clean(struct oa_file *f)
+{
+	uint64_t size;
+	if (oa_xfsize(f->cfd, &size) < 0)
+		return -1;
+	return size == OA_CLEAN_SIZE;
+}
+
 /* Recover as the open of F requires.  Alone (OPEN exclusive): full
- * recovery; otherwise only what a dead committer left (dirty marker). */
+ * recovery; otherwise only what a dead committer left (dirty marker).  A
+ * clean control file needs neither: its length says so (FORMAT.md, I14). */
 static int open_recover(struct oa_file *f)
 {
 	int r;
@@ -319,6 +332,9 @@ static int open_recover(struct oa_file *f)
 		 * (read_lock checks that at every read). */
 		if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
 			return -1;
+		r = ctl_clean(f);
+		if (r != 0)
+			return r < 0 ? -1 : 0;
 		r = oa_lock_held(f->cfd, OA_LOCK_OPEN, F_WRLCK);
 		if (r == 0) {
 			if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
@@ -333,6 +349,9 @@ static int open_recover(struct oa_file *f)
 		return r < 0 ? -1 : 0;
 	}
 	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
+		r = ctl_clean(f);
+		if (r != 0)
+			return r < 0 ? -1 : oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 0);
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			return -1;
 		r = oa_recover_locked(f);
@@ -348,6 +367,9 @@ static int open_recover(struct oa_file *f)
 		return -1;
 	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
 		return -1;
+	r = ctl_clean(f);
+	if (r != 0)
+		return r < 0 ? -1 : 0;
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
 	r = oa_heal_locked(f, NULL);
@@ -371,10 +393,17 @@ static int recover_only(struct oa_file *f)
 			errno = f->cfd_err;
 		return r == 0 ? 0 : -1;
 	}
+	/* Alone, a recovered file is left clean, as a last close leaves it:
+	 * a boot script that recovers every file leaves no journal behind. */
+	bool alone = oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0;
 	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
 	r = oa_recover_locked(f);
+	if (r == 0 && alone)
+		r = oa_clean_locked(f);
 	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	if (alone)
+		oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0);
 	return r;
 }
 
@@ -625,8 +654,20 @@ static uint64_t view_size(struct oa_file *f, uint64_t sc)
  * control file; look again, one may exist now. */
 static void find_ctl(struct oa_file *f)
 {
-	if (f->cfd < 0 && oa_ctl_open(f, false) < 0)
+	if (f->cfd >= 0 || f->forkgen != oa_fork_gen())
+		return;
+	if (oa_ctl_open(f, false) < 0) {
 		f->cfd = -1;
+		return;
+	}
+	/* Open, as every handle that has the control file is: the last
+	 * handle cuts it back to its clean length, under the live area this
+	 * handle may have mapped. */
+	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0) {
+		oa_ctl_unmap(f);
+		oa_xclose(f->cfd);
+		f->cfd = -1;
+	}
 }
 
 /* Take APPLY shared, first finishing a commit whose committer died. */
@@ -994,26 +1035,6 @@ int oa_abort(oa_file *f)
 	return 0;
 }
 
-/* Remove the journals beyond the first once no handle is left: they only
- * hold checkpointed records.  Caller holds OPEN exclusive and COMMIT. */
-static void drop_extra_journals(struct oa_file *f)
-{
-	char name[NAME_MAX + 1];
-	struct oa_live l;
-	/* Their names go: a journal made again under one of them must have
-	 * its name flushed again (I8). */
-	if (oa_live_read(f, &l) == 0) {
-		l.jnamed &= 1;
-		oa_live_write(f, &l);
-	}
-	for (int k = 1; k < 4096; k++) {
-		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
-			return;
-		if (oa_sys->unlinkat(f->dfd, name, 0) < 0 && errno == ENOENT)
-			return;
-	}
-}
-
 /* Closing a handle whose journal grew (a big transaction's bytes):
  * checkpoint, start a new generation and cut the journal back to its ring,
  * so that the space comes back now and a later recovery does not read
@@ -1050,20 +1071,20 @@ int oa_close(oa_file *f)
 	f->staged = false;
 	if (!f->latched && f->cfd >= 0 && f->cfd_rw)
 		trim_journal(f);
-	if (!f->latched && f->cfd >= 0 && f->cfd_rw &&
+	/* The last handle makes the file hold every commit durably and the
+	 * control file clean again (oa_clean_locked), so that the next open
+	 * has nothing to do and nothing is left beside the file.  A clean
+	 * control file (a handle that only read) needs nothing. */
+	if (!f->latched && f->cfd >= 0 && f->cfd_rw && ctl_clean(f) == 0 &&
 	    oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
-		/* The last handle: checkpoint, so that the file itself holds
-		 * every commit durably and the next open has nothing to do. */
 		if (f->jfd >= 0)
-			oa_lock(f->jfd, OA_LOCK_OWNER, F_UNLCK, 0);
+			oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
 		oa_xclose(f->jfd);
 		f->jfd = -1;
 		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) == 0) {
 			r = oa_heal_locked(f, NULL);
 			if (r == 0)
-				r = oa_checkpoint_locked(f);
-			if (r == 0)
-				drop_extra_journals(f);
+				r = oa_clean_locked(f);
 			oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 		}
 	}

@@ -3,14 +3,19 @@
  *
  * All integers are little-endian.  Every structure carries a CRC-32C.
  *
- * Control file ".NAME.oa":
- *   0      header slot A (512 bytes used of the 4 KiB block)
- *   4096   header slot B
- *   8192   live area (volatile state shared by the processes that have the
+ * Control file ".NAME.oa" (format 2), which also holds journal 0:
+ *   0      identity (a slot with magic OATOMIDN: the inode it belongs to),
+ *          written when the file is made; a control file exactly
+ *          OA_CLEAN_SIZE (512) bytes long is CLEAN: nothing to recover
+ *   4096   control header slot A, 8192 slot B (checkpoint, era)
+ *   12288  live area (volatile state shared by the processes that have the
  *          file open; meaningless after a reboot, rebuilt by recovery)
- *   lock bytes 0 (COMMIT), 1 (APPLY), 2 (OPEN): OFD locks, no data.
+ *   16384  journal 0's header slot A, 20480 slot B
+ *   24576  journal 0's records, each at a 512-byte aligned offset (its LSN)
+ *   lock bytes 0 (COMMIT), 1 (APPLY), 2 (OPEN), 3 (OWNER of journal 0):
+ *   OFD locks, no data.
  *
- * Journal file ".NAME.oaj-K":
+ * Extra journal file ".NAME.oaj-K", K >= 1 (handles writing at once):
  *   0      header slot A, 4096 header slot B
  *   8192   records, each at a 512-byte aligned offset (its LSN)
  *   lock byte 0 (OWNER): held by the one handle that writes the journal.
@@ -22,18 +27,26 @@
 #include <stdint.h>
 #include <string.h>
 
-#define OA_VERSION        1u
-#define OA_SLOT_A         0
+#define OA_VERSION        2u
+#define OA_SLOT_A         0      /* slots, from their base */
 #define OA_SLOT_B         4096
 #define OA_SLOT_BYTES     512
-#define OA_LIVE_OFF       8192
-#define OA_DATA_START     8192   /* journal: first record */
+#define OA_ID_OFF         0      /* control: identity */
+#define OA_CLEAN_SIZE     512    /* control: the length that means clean */
+#define OA_CSLOT          4096   /* control: base of its header slots */
+#define OA_LIVE_OFF       12288
+#define OA_J0_SLOT        16384  /* control: base of journal 0's slots */
+#define OA_J0_DATA        24576  /* control: journal 0's first record */
+#define OA_CTL_INIT       OA_J0_DATA  /* a control file in use is at least
+				       * this long */
+#define OA_DATA_START     8192   /* extra journal: first record */
 #define OA_REC_ALIGN      512
 #define OA_TX_ALIGN       4096   /* each transaction's first record */
 #define OA_REC_HDR        64
 #define OA_COMMIT_FIXED   32     /* commit body before the ops */
 #define OA_OP_BYTES       24
 
+#define OA_ID_MAGIC       "OATOMIDN"
 #define OA_CTL_MAGIC      "OATOMCTL"
 #define OA_JNL_MAGIC      "OATOMJNL"
 #define OA_LIVE_MAGIC     0x31564c414f41ull  /* "OALV1" */
@@ -48,7 +61,8 @@
 #define OA_LOCK_COMMIT    0
 #define OA_LOCK_APPLY     1
 #define OA_LOCK_OPEN      2
-#define OA_LOCK_OWNER     0
+#define OA_LOCK_J0        3      /* control: owner of journal 0 */
+#define OA_LOCK_OWNER     0      /* extra journal: its owner */
 
 /* Journal sizing: created zero-filled at OA_JRNL_INITIAL so that the commit
  * flush never has to allocate blocks or change the size; a checkpoint runs
@@ -122,16 +136,21 @@ static inline uint64_t oa_align_up(uint64_t v, uint64_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
-/* A header slot (control or journal), decoded.
+/* A header slot (control or journal; also the control's identity),
+ * decoded.
  *   0  magic[8]   8 version u32   12 kind-specific u32 (0)
- *  16  slot_seq   24 a (control: ckpt_seq; journal: gen)
- *  32  ino        40 igen          48..507 zero
+ *  16  slot_seq   24 a (control: ckpt_seq; journal: gen; identity: 0)
+ *  32  ino        40 igen
+ *  48  era (control: chosen when the control file leaves the clean state;
+ *      journal: the era its generation was started in; identity: 0)
+ *  56..507 zero
  * 508  crc32c of bytes 0..507 */
 struct oa_slot {
 	uint64_t slot_seq;
 	uint64_t a;
 	uint64_t ino;
 	uint64_t igen;
+	uint64_t era;
 };
 
 /* A record header, decoded.
@@ -174,6 +193,9 @@ struct oa_commit_hdr {
  *     32 gap_seq: the newest seq handed out to a commit that failed (its
  *     record never became durable, or was revoked): no commit has it
  *     40 0 u32  44 crc32c of bytes 0..43.
+ * 600 flags: OA_LIVE_SYNCED once a flush of the control file returned 0
+ *     after it left the clean state (its initialisation is durable; bypass
+ *     writes and extra journals rely on it); OA_LIVE_XHIGH
  * A SIGKILL keeps the page cache, so a seal of this boot is evidence of
  * what was acknowledged; after a reboot it is stale (FORMAT.md, rule 6). */
 struct oa_live {
@@ -183,6 +205,10 @@ struct oa_live {
 	 * flush that returned 0 (I8); journals >= 64 are flushed at every
 	 * acquire */
 	uint64_t jnamed;
+	/* 600: OA_LIVE_SYNCED: the control file's initialisation is durable;
+	 * OA_LIVE_XHIGH: a journal numbered 64 or more was used in this era
+	 * (no jmax slot: the last close checkpoints durably) */
+	uint64_t flags;
 	/* 552: the seal, decoded.  ack_seq is 0 unless the seal is valid and
 	 * of this boot (seal == OA_SEAL_THIS_BOOT). */
 	uint64_t ack_seq, gap_seq;
@@ -197,10 +223,8 @@ struct oa_live {
 #define OA_SEAL_OLD_BOOT  2    /* valid, from another boot: stale */
 #define OA_SEAL_DAMAGED   (-1) /* both copies garbled (not zero) */
 #define OA_LIVE_BYTES (OA_SEAL2_OFF + OA_SEAL_BYTES)
-/* The control file is created OA_CTL_SIZE bytes long; version 1 files made
- * before the seal are OA_CTL_MIN_SIZE (8744) long and are extended by the
- * first writer that opens them.  Shorter is damage. */
-#define OA_CTL_SIZE       (OA_LIVE_OFF + OA_LIVE_BYTES)
-#define OA_CTL_MIN_SIZE   (OA_LIVE_OFF + OA_SEAL_OFF)
+#define OA_LIVE_FLAGS_OFF 600
+#define OA_LIVE_SYNCED    1ull
+#define OA_LIVE_XHIGH     2ull
 
 #endif

@@ -195,7 +195,7 @@ static int ctl_owner(struct oa_file *f, int dfd, const char *prefix,
 	fd = oa_xopenat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -1;
-	r = oa_slots_read(fd, OA_CTL_MAGIC, &s);
+	r = oa_slot_read1(fd, OA_ID_OFF, OA_ID_MAGIC, &s);
 	oa_xclose(fd);
 	if (r != 0)
 		return r < 0 ? -1 : 0;

@@ -62,6 +62,8 @@ struct oa_file {
 			     * handle was inherited through fork (file.c) */
 	bool latched;       /* a flush failed: every call but close is EIO */
 	bool cfd_rw;
+	bool ctl_unsafe;    /* the control file is writable by others than the
+			     * file's writers: journal 0 is not replayed */
 	int cfd_err;        /* why the control file is read-only (EACCES, EROFS) */
 	unsigned char *live;  /* the live area, mapped shared (NULL: use I/O) */
 
@@ -77,8 +79,19 @@ struct oa_file {
 	mode_t mode;
 	struct oa_options opt;
 
-	/* journal state */
+	/* journal state: journal 0 lives in the control file (its slots at
+	 * OA_J0_SLOT, records from OA_J0_DATA, owner lock OA_LOCK_J0 of the
+	 * control file); extra journals K >= 1 are files of their own */
 	int jidx;
+	uint64_t jbase;     /* where the journal's header slots are */
+	uint64_t jdata;     /* its first LSN */
+	int jlock;          /* its owner lock byte */
+	uint64_t era;       /* the control file's era (format.h) */
+	bool ctl_synced;    /* this handle flushed the control file while it
+			     * was clean (its clean state is durable) */
+	unsigned ncommit;   /* commits into journal 0 since it was taken */
+	uint64_t fsize_max; /* RLIMIT_FSIZE at acquire (journal writes stop
+			     * below it: EFBIG, never SIGXFSZ) */
 	uint64_t gen;       /* generation (random) of the journal's records */
 	uint64_t jslot_seq; /* newest header slot written */
 	uint64_t pos;       /* next free LSN */
@@ -137,15 +150,19 @@ void oa_slot_encode(unsigned char out[OA_SLOT_BYTES], const char *magic,
 /* 0 valid, -1 invalid (bad magic, version or crc), 1 all zeros. */
 int oa_slot_decode(const unsigned char in[OA_SLOT_BYTES], const char *magic,
 		   struct oa_slot *s);
-/* Read both slots of FD; pick the valid one with the newest slot_seq.
- * Returns 0, 1 (neither slot ever written: all zeros or file too short), or
- * -1 with EUCLEAN (damaged) or the read error. */
-int oa_slots_read(int fd, const char *magic, struct oa_slot *s);
-/* How many of FD's two slots are written but unreadable (0..2). */
-int oa_slots_damaged(int fd, const char *magic);
-/* Write S into the slot that does not hold the newest copy (by slot_seq
- * parity) so a torn write can only ever damage the older one. */
-int oa_slot_write(int fd, const char *magic, const struct oa_slot *s);
+/* Read both slots of FD at BASE (+0, +4096); pick the valid one with the
+ * newest slot_seq.  Returns 0, 1 (neither slot ever written: all zeros or
+ * file too short), or -1 with EUCLEAN (damaged) or the read error. */
+int oa_slots_read(int fd, uint64_t base, const char *magic, struct oa_slot *s);
+/* One slot at OFF (the control's identity): 0, 1 (zeros), -1 (EUCLEAN or
+ * the read error). */
+int oa_slot_read1(int fd, uint64_t off, const char *magic, struct oa_slot *s);
+/* How many of FD's two slots at BASE are written but unreadable (0..2). */
+int oa_slots_damaged(int fd, uint64_t base, const char *magic);
+/* Write S into the slot at BASE that does not hold the newest copy (by
+ * slot_seq parity) so a torn write can only ever damage the older one. */
+int oa_slot_write(int fd, uint64_t base, const char *magic,
+		  const struct oa_slot *s);
 
 void oa_rec_encode(unsigned char out[OA_REC_HDR], const struct oa_rec *r);
 /* 0 if the header is well formed with a good crc, -1 otherwise. */
@@ -153,6 +170,21 @@ int oa_rec_decode(const unsigned char in[OA_REC_HDR], struct oa_rec *r);
 
 /* ---- control.c ---- */
 int oa_ctl_open(struct oa_file *f, bool create);
+/* Make the control file leave the clean state (OA_CLEAN_SIZE bytes):
+ * identity, header slot with a new era, live area, all unflushed (the
+ * first commit flush carries them; OA_LIVE_SYNCED says when it has).
+ * Reads f->era of a control already in use.  Caller holds COMMIT. */
+int oa_ctl_init_locked(struct oa_file *f);
+/* The control file's state since it left the clean one (or its clean
+ * state) is durable: flush it unless the live area (or the handle, for a
+ * clean one) says that was done.  For writes that do not go through
+ * journal 0 (extra journals, the kernel and exchange methods), which
+ * recovery must not undo with commits an undurable truncation or
+ * initialisation left behind.  Caller holds COMMIT. */
+int oa_ctl_sync_locked(struct oa_file *f);
+/* Write the control file's identity (F's inode); IN_USE: with this boot's
+ * id (it left the clean state in this boot), else without (clean). */
+int oa_ctl_identity(struct oa_file *f, bool in_use);
 int oa_live_read(struct oa_file *f, struct oa_live *l);
 void oa_ctl_unmap(struct oa_file *f);
 int oa_live_write(struct oa_file *f, const struct oa_live *l);
@@ -161,6 +193,10 @@ bool oa_boot_id(unsigned char out[16]);
 /* Durable checkpoint record: every commit with seq <= CKPT is durable in the
  * file.  Flushes the control file. */
 int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt);
+/* 0 with the checkpoint; 1: the header slots are all zero (the control
+ * file's initialisation never became durable: nothing was committed in
+ * it), *CKPT 0; -1 error (EUCLEAN: damaged).  Sets f->cino, f->cigen and
+ * f->era from the slot. */
 int oa_ctl_read_ckpt(struct oa_file *f, uint64_t *ckpt, bool *foreign);
 int oa_name(struct oa_file *f, char *out, size_t n, int kind, int idx);
 #define OA_NAME_CTL 0
@@ -302,6 +338,10 @@ void oa_handle_free(struct oa_file *f);
 /* ---- commit.c ---- */
 int oa_commit_journal(struct oa_file *f);
 int oa_checkpoint_locked(struct oa_file *f);
+/* The last handle closes (or recovery ends alone): the file holds every
+ * commit durably, extra journals go, the control file is cut back to its
+ * clean length.  Caller holds OPEN exclusive and COMMIT, and has healed. */
+int oa_clean_locked(struct oa_file *f);
 int oa_journal_acquire(struct oa_file *f);
 int oa_journal_reset(struct oa_file *f);
 int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep);
@@ -317,8 +357,10 @@ int oa_target_writable(struct oa_file *f);
 #define OA_KP_FLUSHED          2  /* commit durable, nothing applied */
 #define OA_KP_HALF_APPLIED     3  /* first op applied in place */
 #define OA_KP_APPLIED          4  /* applied, dirty marker still set */
-#define OA_KP_CKPT_TARGET      5  /* checkpoint: file flushed */
-#define OA_KP_CKPT_WRITTEN     6  /* checkpoint record written, not flushed */
+#define OA_KP_CKPT_TARGET      5  /* checkpoint or last close: file flushed */
+#define OA_KP_CKPT_WRITTEN     6  /* checkpoint record written, not flushed;
+				   * last close: control file cut back to
+				   * clean, not flushed */
 
 uint64_t oa_random64(void);
 
@@ -346,6 +388,11 @@ uint64_t oa_random64(void);
  *      checkpoint covers its commits (I6)
  *  24  clone method: keep the journal's blocks beyond the ring for the next
  *      generation, though the file may still map them on disk (I12)
+ *  26  last close: the control file cut back to clean before the file's
+ *      flush (I14)
+ *  27  last close: extra journals holding commits newer than the durable
+ *      checkpoint removed without writing it first (I14)
+ *  28  recovery replays journals of an earlier era (I15)
  */
 #ifndef OA_MUTANT
 #define OA_MUTANT 0

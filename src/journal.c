@@ -18,6 +18,7 @@ void oa_slot_encode(unsigned char out[OA_SLOT_BYTES], const char *magic,
 	oa_put64(out + 24, s->a);
 	oa_put64(out + 32, s->ino);
 	oa_put64(out + 40, s->igen);
+	oa_put64(out + 48, s->era);
 	oa_put32(out + 508, oa_crc32c(0, out, 508));
 }
 
@@ -36,6 +37,7 @@ int oa_slot_decode(const unsigned char in[OA_SLOT_BYTES], const char *magic,
 	s->a = oa_get64(in + 24);
 	s->ino = oa_get64(in + 32);
 	s->igen = oa_get64(in + 40);
+	s->era = oa_get64(in + 48);
 	return 0;
 }
 
@@ -50,11 +52,21 @@ static int slot_read1(int fd, off_t off, const char *magic, struct oa_slot *s)
 	return oa_slot_decode(b, magic, s);
 }
 
-int oa_slots_read(int fd, const char *magic, struct oa_slot *s)
+int oa_slot_read1(int fd, uint64_t off, const char *magic, struct oa_slot *s)
+{
+	int r = slot_read1(fd, (off_t)off, magic, s);
+	if (r == -2)
+		return -1;
+	if (r == -1)
+		errno = EUCLEAN;
+	return r;
+}
+
+int oa_slots_read(int fd, uint64_t base, const char *magic, struct oa_slot *s)
 {
 	struct oa_slot a, b;
-	int ra = slot_read1(fd, OA_SLOT_A, magic, &a);
-	int rb = slot_read1(fd, OA_SLOT_B, magic, &b);
+	int ra = slot_read1(fd, (off_t)(base + OA_SLOT_A), magic, &a);
+	int rb = slot_read1(fd, (off_t)(base + OA_SLOT_B), magic, &b);
 	if (ra == -2 || rb == -2)
 		return -1;
 	if (ra == 0 && rb == 0) {
@@ -73,21 +85,22 @@ int oa_slots_read(int fd, const char *magic, struct oa_slot *s)
 	return -1;
 }
 
-int oa_slots_damaged(int fd, const char *magic)
+int oa_slots_damaged(int fd, uint64_t base, const char *magic)
 {
 	struct oa_slot s;
-	return (slot_read1(fd, OA_SLOT_A, magic, &s) == -1) +
-	       (slot_read1(fd, OA_SLOT_B, magic, &s) == -1);
+	return (slot_read1(fd, (off_t)(base + OA_SLOT_A), magic, &s) == -1) +
+	       (slot_read1(fd, (off_t)(base + OA_SLOT_B), magic, &s) == -1);
 }
 
-int oa_slot_write(int fd, const char *magic, const struct oa_slot *s)
+int oa_slot_write(int fd, uint64_t base, const char *magic,
+		  const struct oa_slot *s)
 {
 	unsigned char b[OA_SLOT_BYTES];
 	oa_slot_encode(b, magic, s);
 	/* slot_seq parity picks the slot: consecutive writes alternate, so the
 	 * newest good copy is never the one overwritten. */
-	return oa_pwrite_full(fd, b, sizeof(b),
-			      (s->slot_seq & 1) ? OA_SLOT_B : OA_SLOT_A);
+	return oa_pwrite_full(fd, b, sizeof(b), (off_t)(base +
+			      ((s->slot_seq & 1) ? OA_SLOT_B : OA_SLOT_A)));
 }
 
 void oa_rec_encode(unsigned char out[OA_REC_HDR], const struct oa_rec *r)
@@ -135,7 +148,7 @@ uint64_t oa_random64(void)
 int oa__ctl_ino(int fd, uint64_t *ino)
 {
 	struct oa_slot s;
-	int r = oa_slots_read(fd, OA_CTL_MAGIC, &s);
+	int r = oa_slot_read1(fd, OA_ID_OFF, OA_ID_MAGIC, &s);
 
 	if (r == 1)
 		errno = EUCLEAN;   /* a control file is created written */

@@ -336,6 +336,13 @@ int oa_commit_kernel(struct oa_file *f)
 			goto out;
 		}
 	}
+	/* ... nor one that a clean close gave up without a flush (I14): the
+	 * control file's clean state, or its initialisation, is durable. */
+	if (!MUTANT(20) && oa_ctl_sync_locked(f) < 0) {
+		f->latched = errno == EIO;
+		r = -1;
+		goto out;
+	}
 	if (oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0) {
 		r = -1;
 		goto out;

@@ -35,7 +35,10 @@
 
 struct jrn {
 	int fd;
-	int idx;
+	int idx;                /* K of .NAME.oaj-K; 0: journal 0, in the
+				 * control file (ctl) */
+	bool ctl;
+	uint64_t base, data;    /* its header slots; its first LSN */
 	uint64_t gen;
 	bool bad;               /* damage found in it */
 	bool pend;              /* holds a commit newer than the checkpoint */
@@ -65,7 +68,12 @@ struct scan {
 	uint64_t ack;           /* ... and its ack_seq (this boot only) */
 	uint64_t gap;           /* ... and its gap_seq */
 	unsigned flags;         /* OA__RECOVER_* */
-	int damaged, unsafe, foreign, copied;
+	int damaged, unsafe, foreign, copied, obsolete;
+	bool clean;             /* the control file is clean, or its
+				 * initialisation never became durable:
+				 * nothing to recover, no journal read */
+	bool j0_disc;           /* discard journal 0 */
+	uint64_t era;           /* the control file's era (I15) */
 	int *disc;              /* journals (by number) to discard: damaged
 				 * or foreign ones not in j[] */
 	size_t ndisc, dcap;
@@ -186,7 +194,7 @@ static int scan_journal(struct oa_file *f, struct scan *S, int ji)
 
 	if (oa_xfsize(J->fd, &size) < 0)
 		return -1;
-	for (uint64_t p = OA_DATA_START; p + OA_REC_HDR <= size;) {
+	for (uint64_t p = J->data; p + OA_REC_HDR <= size;) {
 		struct oa_rec r;
 		if (p < bstart || p + OA_REC_HDR > bstart + blen) {
 			uint64_t n = size - p < OA_BUF_BYTES ? size - p : OA_BUF_BYTES;
@@ -474,27 +482,167 @@ static void check_evidence(struct scan *S)
 	}
 }
 
+/* Scan one journal, opened as FD (taken over: closed with the scan) under
+ * NAME: journal IDX, its slots at BASE, records from DATA; CTL: journal 0,
+ * in the control file.  UNSAFE: not one the file's owner could have
+ * written alone (GUARANTEES.md §10).  0, or -1 on an I/O error. */
+static int add_journal(struct oa_file *f, struct scan *S, int fd,
+		       const char *name, int idx, uint64_t base, uint64_t data,
+		       bool ctl, bool unsafe)
+{
+	struct oa_slot s;
+	int r = oa_slots_read(fd, base, OA_JNL_MAGIC, &s);
+	if (r < 0) {
+		if (errno == EUCLEAN) {
+			note(S, "journal %s: both header slots damaged", name);
+			S->damaged++;
+			if (ctl)
+				S->j0_disc = true;
+			else
+				discard_add(S, idx);
+			oa_xclose(fd);
+			return 0;
+		}
+		oa_xclose(fd);
+		return -1;
+	}
+	if (r == 0 && S->out && oa_slots_damaged(fd, base, OA_JNL_MAGIC))
+		note(S, "journal %s: one header slot is unreadable (a "
+		     "reset torn by a crash, or corruption); the other "
+		     "is used", name);
+	if (r == 1) {
+		/* Both slots zero: no generation was ever made durable in
+		 * it, hence no record counts. */
+		oa_xclose(fd);
+		return 0;
+	}
+	/* I15: a journal of an earlier era was left behind by a last close
+	 * whose removal a crash undid; the control file was clean since, and
+	 * all it holds is in the file.  Journal 0 is part of the control
+	 * file, of its era by construction. */
+	if (!ctl && s.era != S->era && !MUTANT(28)) {
+		note(S, "journal %s is left from an earlier use of the file "
+		     "(era %016llx, now %016llx): ignored", name,
+		     (unsigned long long)s.era, (unsigned long long)S->era);
+		S->obsolete++;
+		oa_xclose(fd);
+		return 0;
+	}
+	/* Another inode's journal.  If the control file names that same
+	 * inode, the two were copied together (cp -a, rsync, tar: new inode
+	 * numbers): what the journal holds beyond the control's checkpoint
+	 * may be missing from the file. */
+	bool copy = false;
+	if (s.ino != f->ino || s.igen != f->igen) {
+		copy = S->fctl && s.ino == f->cino && s.igen == f->cigen;
+		if (!copy) {
+			note(S, "journal %s belongs to another file (inode "
+			     "%llu): ignored", name, (unsigned long long)s.ino);
+			S->foreign++;
+			oa_xclose(fd);
+			return 0;
+		}
+	}
+	if (grow((void **)&S->j, &S->jcap, S->nj, sizeof(*S->j)) < 0) {
+		oa_xclose(fd);
+		return -1;
+	}
+	S->j[S->nj] = (struct jrn){ .fd = fd, .idx = idx, .ctl = ctl,
+				    .base = base, .data = data,
+				    .gen = s.a, .copy = copy };
+	snprintf(S->j[S->nj].name, sizeof(S->j[S->nj].name), "%s", name);
+	S->nj++;
+	size_t nacc = S->nacc, ninc = S->ninc;
+	uint64_t max_acc = S->max_acc, ckpt = S->ckpt;
+	bool adopt = copy && (S->flags & OA__RECOVER_ADOPT);
+	if (copy && !adopt)
+		S->ckpt = S->cckpt;  /* its own control's checkpoint */
+	if (scan_journal(f, S, (int)S->nj - 1) < 0)
+		return -1;
+	S->ckpt = ckpt;
+	if (copy && !adopt) {
+		if (S->nacc > nacc) {
+			char b1[64], b2[64];
+			note(S, "journal %s was written for %s, not this "
+			     "file (%s): a copy of the directory? It "
+			     "holds committed transactions (seq %llu..) "
+			     "newer than its control file's checkpoint "
+			     "%llu that the file may lack: not applied "
+			     "(oatomic recover --adopt replays them, "
+			     "--discard drops them)", name,
+			     ino_str(b1, sizeof(b1), s.ino, s.igen, f->ino),
+			     ino_str(b2, sizeof(b2), f->ino, f->igen, s.ino),
+			     (unsigned long long)S->acc[nacc].seq,
+			     (unsigned long long)S->cckpt);
+			S->damaged++;
+			S->copied++;
+			if (ctl)
+				S->j0_disc = true;
+			else
+				discard_add(S, idx);
+		} else {
+			note(S, "journal %s was written for inode %llu "
+			     "(a copy of the directory): nothing newer "
+			     "than its checkpoint, ignored", name,
+			     (unsigned long long)s.ino);
+		}
+		/* Nothing of it is replayed. */
+		S->nacc = nacc;
+		S->ninc = ninc;
+		S->max_acc = max_acc;
+		S->j[S->nj - 1].pend = false;
+		S->j[S->nj - 1].bad = false;
+		return 0;
+	}
+	if (adopt)
+		note(S, "journal %s was written for inode %llu: adopted",
+		     name, (unsigned long long)s.ino);
+	/* GUARANTEES.md §10: a journal someone else could have written is
+	 * never replayed.  One that holds nothing newer than the checkpoint
+	 * (say, the file was chmod-ed since) is harmless. */
+	if (unsafe && (S->nacc > nacc || S->ninc > ninc)) {
+		note(S, "journal %s is not owned by the file's owner or "
+		     "is writable by others: not replayed", name);
+		S->unsafe++;
+		S->nacc = nacc;
+		S->ninc = ninc;
+	}
+	return 0;
+}
+
 /* Open and scan every journal; apply the rule.  Returns 0 (the scan is
  * sound: S->acc holds what to replay, sorted) or -1 (errno: EUCLEAN damage,
  * EPERM unsafe, or an I/O error). */
 static int scan_all(struct oa_file *f, struct scan *S)
 {
-	int *idx;
+	int *idx = NULL;
 	size_t n;
 	char name[NAME_MAX + 1];
+	uint64_t csize;
 
 	S->pbuf = malloc(OA_BUF_BYTES);
 	if (!S->pbuf) {
 		errno = ENOMEM;
 		return -1;
 	}
+	/* Journal 0, in the control file. */
+	if (oa_xfsize(f->cfd, &csize) < 0)
+		return -1;
+	if (csize > OA_J0_SLOT) {
+		int fd = oa_xopenat(f->dfd, S->cname, O_RDONLY | O_NOFOLLOW, 0);
+		if (fd < 0)
+			return -1;
+		if (add_journal(f, S, fd, S->cname, 0, OA_J0_SLOT, OA_J0_DATA,
+				true, f->ctl_unsafe) < 0)
+			goto fail;
+	}
 	if (list_journals(f, &idx, &n) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		struct oa_slot s;
 		uint64_t size;
-		int fd, r;
-		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, idx[i]) < 0)
+		int fd;
+		if (idx[i] < 1 ||
+		    oa_name(f, name, sizeof(name), OA_NAME_JNL, idx[i]) < 0)
 			continue;
 		fd = oa_xopenat(f->dfd, name, O_RDONLY | O_NOFOLLOW, 0);
 		if (fd < 0) {
@@ -512,9 +660,10 @@ static int scan_all(struct oa_file *f, struct scan *S)
 			oa_xclose(fd);
 			goto fail;
 		}
-		/* Journals are created complete at OA_JRNL_INITIAL and flushed
-		 * before their name exists (I8), and only ever cut back to
-		 * that size: a shorter one lost its tail, records included. */
+		/* Extra journals are created complete at OA_JRNL_INITIAL and
+		 * flushed before their name exists (I8), and only ever cut
+		 * back to that size: a shorter one lost its tail, records
+		 * included. */
 		if (oa_xfsize(fd, &size) < 0) {
 			oa_xclose(fd);
 			goto fail;
@@ -528,105 +677,9 @@ static int scan_all(struct oa_file *f, struct scan *S)
 			oa_xclose(fd);
 			continue;
 		}
-		r = oa_slots_read(fd, OA_JNL_MAGIC, &s);
-		if (r < 0) {
-			if (errno == EUCLEAN) {
-				note(S, "journal %s: both header slots damaged", name);
-				S->damaged++;
-				discard_add(S, idx[i]);
-				oa_xclose(fd);
-				continue;
-			}
-			oa_xclose(fd);
+		if (add_journal(f, S, fd, name, idx[i], 0, OA_DATA_START,
+				false, unsafe) < 0)
 			goto fail;
-		}
-		if (r == 0 && S->out && oa_slots_damaged(fd, OA_JNL_MAGIC))
-			note(S, "journal %s: one header slot is unreadable (a "
-			     "reset torn by a crash, or corruption); the other "
-			     "is used", name);
-		if (r == 1) {
-			/* Both slots zero in a file of full size: created by
-			 * nobody we know (ours get a slot before their name);
-			 * it holds no generation, hence no record. */
-			oa_xclose(fd);
-			continue;
-		}
-		/* Another inode's journal.  If the control file names that
-		 * same inode, the two were copied together (cp -a, rsync, tar:
-		 * new inode numbers): what the journal holds beyond the
-		 * control's checkpoint may be missing from the file. */
-		bool copy = false;
-		if (s.ino != f->ino || s.igen != f->igen) {
-			copy = S->fctl && s.ino == f->cino && s.igen == f->cigen;
-			if (!copy) {
-				note(S, "journal %s belongs to another file (inode "
-				     "%llu): ignored", name,
-				     (unsigned long long)s.ino);
-				S->foreign++;
-				oa_xclose(fd);
-				continue;
-			}
-		}
-		if (grow((void **)&S->j, &S->jcap, S->nj, sizeof(*S->j)) < 0) {
-			oa_xclose(fd);
-			goto fail;
-		}
-		S->j[S->nj] = (struct jrn){ fd, idx[i], s.a, false, false, copy,
-					    "" };
-		snprintf(S->j[S->nj].name, sizeof(S->j[S->nj].name), "%s", name);
-		S->nj++;
-		size_t nacc = S->nacc, ninc = S->ninc;
-		uint64_t max_acc = S->max_acc, ckpt = S->ckpt;
-		bool adopt = copy && (S->flags & OA__RECOVER_ADOPT);
-		if (copy && !adopt)
-			S->ckpt = S->cckpt;  /* its own control's checkpoint */
-		if (scan_journal(f, S, (int)S->nj - 1) < 0)
-			goto fail;
-		S->ckpt = ckpt;
-		if (copy && !adopt) {
-			if (S->nacc > nacc) {
-				char b1[64], b2[64];
-				note(S, "journal %s was written for %s, not this "
-				     "file (%s): a copy of the directory? It "
-				     "holds committed transactions (seq %llu..) "
-				     "newer than its control file's checkpoint "
-				     "%llu that the file may lack: not applied "
-				     "(oatomic recover --adopt replays them, "
-				     "--discard drops them)", name,
-				     ino_str(b1, sizeof(b1), s.ino, s.igen, f->ino),
-				     ino_str(b2, sizeof(b2), f->ino, f->igen, s.ino),
-				     (unsigned long long)S->acc[nacc].seq,
-				     (unsigned long long)S->cckpt);
-				S->damaged++;
-				S->copied++;
-				discard_add(S, idx[i]);
-			} else {
-				note(S, "journal %s was written for inode %llu "
-				     "(a copy of the directory): nothing newer "
-				     "than its checkpoint, ignored", name,
-				     (unsigned long long)s.ino);
-			}
-			/* Nothing of it is replayed. */
-			S->nacc = nacc;
-			S->ninc = ninc;
-			S->max_acc = max_acc;
-			S->j[S->nj - 1].pend = false;
-			S->j[S->nj - 1].bad = false;
-			continue;
-		}
-		if (adopt)
-			note(S, "journal %s was written for inode %llu: adopted",
-			     name, (unsigned long long)s.ino);
-		/* GUARANTEES.md §10: a journal someone else could have written
-		 * is never replayed.  One that holds nothing newer than the
-		 * checkpoint (say, the file was chmod-ed since) is harmless. */
-		if (unsafe && (S->nacc > nacc || S->ninc > ninc)) {
-			note(S, "journal %s is not owned by the file's owner or "
-			     "is writable by others: not replayed", name);
-			S->unsafe++;
-			S->nacc = nacc;
-			S->ninc = ninc;
-		}
 	}
 	free(idx);
 	if (S->nacc > 1)
@@ -683,34 +736,84 @@ fail:
 static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 {
 	struct oa_live l;
+	struct oa_slot id;
 	uint64_t size;
-	bool ctl_unread = false;
+	bool this_boot = false;
+	int r;
 
 	if (oa_name(f, S->cname, sizeof(S->cname), OA_NAME_CTL, 0) < 0)
 		return -2;
-	if (oa_live_read(f, &l) < 0 || oa_xfsize(f->cfd, &size) < 0)
+	if (oa_xfsize(f->cfd, &size) < 0)
+		return -2;
+	/* I14: a control file cut back to its clean length is clean: every
+	 * commit is in the file, and journals left beside it are of an
+	 * earlier era (I15). */
+	if (size == OA_CLEAN_SIZE) {
+		S->clean = true;
+		return 0;
+	}
+	if (oa_live_read(f, &l) < 0)
 		return -2;
 	S->seal = l.seal;
 	S->ack = l.ack_seq;
 	S->gap = l.gap_seq;
-	/* Created complete (I8), extended but never cut: shorter is damage. */
-	if (size < OA_CTL_MIN_SIZE) {
+	if (size < OA_CLEAN_SIZE) {
 		note(S, "control file %s is %llu bytes, shorter than any the "
-		     "library creates (%u): truncated, damaged", S->cname,
-		     (unsigned long long)size, (unsigned)OA_CTL_MIN_SIZE);
+		     "library writes (%u): truncated, damaged", S->cname,
+		     (unsigned long long)size, (unsigned)OA_CLEAN_SIZE);
 		S->ctl_bad = true;
 		S->seal = OA_SEAL_DAMAGED;
 	}
-	if (oa_ctl_read_ckpt(f, &S->cckpt, &S->fctl) < 0) {
+	r = oa_slot_read1(f->cfd, OA_ID_OFF, OA_ID_MAGIC, &id);
+	if (r < 0 && errno != EUCLEAN)
+		return -2;
+	if (r != 0 && size >= OA_CLEAN_SIZE) {
+		unsigned char m[12];
+		if (oa_xpread(f->cfd, m, sizeof(m), 0) == (ssize_t)sizeof(m) &&
+		    !memcmp(m, OA_CTL_MAGIC, 8) && oa_get32(m + 8) == 1) {
+			note(S, "control file %s is of format 1, written by a "
+			     "development version of oatomic before 0.1.0: "
+			     "not read (recover the file with that version, "
+			     "then remove its .oa and .oaj-* files)", S->cname);
+			errno = EPROTO;
+			return -1;
+		}
+		note(S, "control file %s: its identity block is damaged",
+		     S->cname);
+		S->ctl_bad = true;
+	} else if (r == 0) {
+		/* The boot that made it leave the clean state (identity a,
+		 * era: its boot id).  In that boot nothing of it can be
+		 * missing but by damage: the page cache keeps it all. */
+		unsigned char me[16];
+		this_boot = oa_boot_id(me) &&
+			    oa_get64(me) == id.a && oa_get64(me + 8) == id.era;
+	}
+	r = oa_ctl_read_ckpt(f, &S->cckpt, &S->fctl);
+	if (r < 0) {
 		if (errno != EUCLEAN)
 			return -2;
 		note(S, "control file %s: no readable header slot (both "
 		     "damaged): the checkpoint is unknown", S->cname);
 		S->ctl_bad = true;
-		ctl_unread = true;
 		S->cckpt = 0;
 		S->fctl = false;
+	} else if ((r == 1 || size < OA_CTL_INIT) && !S->ctl_bad) {
+		if (!this_boot) {
+			/* Its initialisation was cut short (a power cut before
+			 * its first commit flush, or a kill inside its first
+			 * write): nothing was committed in it. */
+			S->clean = true;
+			return 0;
+		}
+		/* In the boot that initialised it in full, nothing of it can
+		 * be missing but by damage. */
+		note(S, "control file %s is %llu bytes%s: truncated or "
+		     "overwritten, damaged", S->cname, (unsigned long long)size,
+		     r == 1 ? " and its header is gone" : "");
+		S->ctl_bad = true;
 	}
+	S->era = f->era;
 	S->ckpt = S->cckpt;
 	if (S->fctl && !(S->flags & OA__RECOVER_ADOPT)) {
 		char b1[64], b2[64];
@@ -720,7 +823,7 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 		     ino_str(b2, sizeof(b2), f->ino, f->igen, f->cino));
 		S->ckpt = 0;
 	}
-	int r = scan_all(f, S);
+	r = scan_all(f, S);
 	if (r < 0 && errno != EUCLEAN && errno != EPERM)
 		return -1;
 	if (S->ctl_bad) {
@@ -728,7 +831,6 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 		errno = EUCLEAN;
 		return -1;
 	}
-	(void)ctl_unread;
 	return r;
 }
 static int replay_one(struct oa_file *f, struct scan *S, const struct acc *a)
@@ -786,10 +888,19 @@ static int discard(struct oa_file *f, struct scan *S)
 			return -1;
 		v[nv++] = S->disc[i];
 	}
+	/* An acknowledged commit that no journal holds: journal 0, where the
+	 * live area that acknowledged it lives, is thrown away with the
+	 * others that hold anything newer than the checkpoint. */
+	if (S->lost_ack)
+		S->j0_disc = true;
 	for (size_t i = 0; i < S->nj; i++) {
 		const struct jrn *J = &S->j[i];
 		if (!J->bad && !(J->pend && (S->lost_ack || S->ctl_bad)))
 			continue;
+		if (J->ctl) {
+			S->j0_disc = true;
+			continue;
+		}
 		if (grow((void **)&v, &cap, nv, sizeof(int)) < 0) {
 			free(v);
 			return -1;
@@ -834,14 +945,39 @@ static int discard(struct oa_file *f, struct scan *S)
 	 * what the journals held (I8's order, backwards). */
 	if (ret == 0 && nv && oa_xfsync(f->dfd) < 0)
 		ret = -1;
-	if (ret == 0 && S->ctl_bad) {
-		uint64_t size;
-		if (oa_xfsize(f->cfd, &size) < 0 ||
-		    (size < OA_CTL_SIZE && oa_xftruncate(f->cfd, OA_CTL_SIZE) < 0))
+	if (ret == 0 && S->j0_disc &&
+	    oa_lock(f->cfd, OA_LOCK_J0, F_WRLCK, 0) < 0) {
+		if (errno == EAGAIN)
+			errno = EBUSY;   /* a live handle writes it */
+		ret = -1;
+	}
+	if (ret == 0 && (S->j0_disc || S->ctl_bad)) {
+		/* Journal 0 is emptied in place: its slots zeroed (no
+		 * generation, no record counts), records cut off.  A damaged
+		 * control file gets its identity and length back; the
+		 * checkpoint is rewritten by the caller. */
+		unsigned char z[OA_SLOT_BYTES] = { 0 };
+		struct oa_slot id = { .ino = f->ino, .igen = f->igen };
+		unsigned char ib[OA_SLOT_BYTES];
+		oa_slot_encode(ib, OA_ID_MAGIC, &id);
+		if (oa_pwrite_full(f->cfd, z, sizeof(z),
+				   OA_J0_SLOT + OA_SLOT_A) < 0 ||
+		    oa_pwrite_full(f->cfd, z, sizeof(z),
+				   OA_J0_SLOT + OA_SLOT_B) < 0 ||
+		    oa_xftruncate(f->cfd, OA_CTL_INIT) < 0 ||
+		    (S->ctl_bad && oa_pwrite_full(f->cfd, ib, sizeof(ib),
+						  OA_ID_OFF) < 0) ||
+		    oa_xfdatasync(f->cfd) < 0)
 			ret = -1;
-		else if (f->rout)
+		else if (f->rout && S->j0_disc)
+			fprintf(f->rout, "%s: journal 0 in %s discarded: nothing "
+				"in it was applied, the file is left as it is\n",
+				S->path, S->cname);
+		if (ret == 0 && S->ctl_bad && f->rout)
 			fprintf(f->rout, "%s: control file %s rewritten\n",
 				S->path, S->cname);
+		if (S->j0_disc)
+			oa_lock(f->cfd, OA_LOCK_J0, F_UNLCK, 0);
 	}
 	return ret;
 }
@@ -859,18 +995,20 @@ static void restamp(struct oa_file *f, struct scan *S)
 {
 	for (size_t i = 0; i < S->nj; i++) {
 		struct oa_slot s;
-		if (!S->j[i].copy)
+		const struct jrn *J = &S->j[i];
+		if (!J->copy)
 			continue;
-		int fd = oa_xopenat(f->dfd, S->j[i].name, O_RDWR | O_NOFOLLOW, 0);
+		int fd = oa_xopenat(f->dfd, J->name, O_RDWR | O_NOFOLLOW, 0);
 		if (fd < 0)
 			continue;
-		if (oa_lock(fd, OA_LOCK_OWNER, F_WRLCK, 0) == 0 &&
-		    oa_slots_read(fd, OA_JNL_MAGIC, &s) == 0) {
+		if (oa_lock(fd, J->ctl ? OA_LOCK_J0 : OA_LOCK_OWNER, F_WRLCK,
+			    0) == 0 &&
+		    oa_slots_read(fd, J->base, OA_JNL_MAGIC, &s) == 0) {
 			s.slot_seq++;
 			s.a = oa_random64();
 			s.ino = f->ino;
 			s.igen = f->igen;
-			if (oa_slot_write(fd, OA_JNL_MAGIC, &s) == 0)
+			if (oa_slot_write(fd, J->base, OA_JNL_MAGIC, &s) == 0)
 				oa_xfdatasync(fd);
 		}
 		oa_xclose(fd);
@@ -921,6 +1059,10 @@ int oa_recover_locked(struct oa_file *f)
 	}
 	if (r < 0)
 		goto out;
+	if (S.clean) {
+		ret = 0;   /* nothing to recover, nothing to rebuild */
+		goto out;
+	}
 	if (S.nacc && oa_target_writable(f) < 0)
 		goto out;
 	for (size_t i = 0; i < S.nacc; i++)

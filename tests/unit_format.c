@@ -58,18 +58,18 @@ int main(void)
 	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	CHECK(fd >= 0);
 	s.slot_seq = 4;
-	CHECK_OK(oa_slot_write(fd, OA_JNL_MAGIC, &s));      /* slot A */
+	CHECK_OK(oa_slot_write(fd, 0, OA_JNL_MAGIC, &s));      /* slot A */
 	s.slot_seq = 5;
 	s.a = 555;
-	CHECK_OK(oa_slot_write(fd, OA_JNL_MAGIC, &s));      /* slot B */
-	CHECK_EQ(oa_slots_read(fd, OA_JNL_MAGIC, &t), 0);
+	CHECK_OK(oa_slot_write(fd, 0, OA_JNL_MAGIC, &s));      /* slot B */
+	CHECK_EQ(oa_slots_read(fd, 0, OA_JNL_MAGIC, &t), 0);
 	CHECK(t.slot_seq == 5 && t.a == 555);
 	CHECK(pwrite(fd, "garbage", 7, OA_SLOT_B + 100) == 7);
-	CHECK_EQ(oa_slots_read(fd, OA_JNL_MAGIC, &t), 0);
+	CHECK_EQ(oa_slots_read(fd, 0, OA_JNL_MAGIC, &t), 0);
 	CHECK(t.slot_seq == 4);
 	CHECK(pwrite(fd, "garbage", 7, OA_SLOT_A + 100) == 7);
 	errno = 0;
-	CHECK_EQ(oa_slots_read(fd, OA_JNL_MAGIC, &t), -1);
+	CHECK_EQ(oa_slots_read(fd, 0, OA_JNL_MAGIC, &t), -1);
 	CHECK_EQ(errno, EUCLEAN);
 	close(fd);
 	printf("format: crc vectors, slot and record round trips, bit flips\n");

@@ -88,9 +88,9 @@ static off_t payload_of(int t)
 	unsigned char h[OA_REC_HDR];
 	struct oa_slot s;
 	CHECK(fd >= 0);
-	CHECK_EQ(oa_slots_read(fd, OA_JNL_MAGIC, &s), 0);
+	CHECK_EQ(oa_slots_read(fd, OA_J0_SLOT, OA_JNL_MAGIC, &s), 0);
 	int seen = 0;
-	for (off_t p = OA_DATA_START;; p += OA_REC_ALIGN) {
+	for (off_t p = OA_J0_DATA;; p += OA_REC_ALIGN) {
 		struct oa_rec r;
 		CHECK(pread(fd, h, sizeof(h), p) == (ssize_t)sizeof(h));
 		if (oa_rec_decode(h, &r) || r.gen != s.a || r.lsn != (uint64_t)p)

@@ -54,7 +54,6 @@ static ssize_t read_chunk(int fd, char *buf, size_t n)
 static int stream_stdin(oa_file *f, const char *path, off_t off, off_t *end)
 {
 	char *buf = malloc(STREAM_CHUNK);
-	const off_t start = off;
 	int ret = 0;
 
 	if (!buf)
@@ -77,19 +76,20 @@ static int stream_stdin(oa_file *f, const char *path, off_t off, off_t *end)
 				if (w == 0)
 					errno = EIO;	/* no progress */
 				int e = errno;
-				/* The first write makes the journal: a
-				 * full disk or a file size limit stops
-				 * it there. */
-				bool first = done == 0 && off == start;
+				/* Pending bytes go into the journal
+				 * beside the file, which grows with the
+				 * transaction: a full disk or a file size
+				 * limit stops it there. */
 				bool room = e == ENOSPC || e == EDQUOT ||
 					    e == EFBIG;
 				ret = tool_errorf(path, "write at offset %jd: "
 						  "%s%s (file unchanged)",
 						  (intmax_t)off,
 						  tool_strerror(e),
-						  first && room ?
-						  " (cannot create the journal "
-						  "beside it: it needs 4 MiB)" :
+						  room ?
+						  " (no room for the journal "
+						  "beside it, which holds the "
+						  "new bytes until the commit)" :
 						  "");
 				goto out;
 			}

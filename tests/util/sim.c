@@ -40,8 +40,14 @@
  *     lost, persisted, or (non-powersafe mode) the whole sector garbage;
  *     and, when it grew the file, a separate size unit, so the size may
  *     persist before the data (the gap reads zeros, or garbage);
- *   - a truncate: lost, done, or (shrinking) half done: the size cut only
- *     part of the way;
+ *   - a truncate: lost, done, or (shrinking a file of more than 4 MiB)
+ *     half done: the size cut only part of the way.  ext4 and XFS log the
+ *     new size in the first transaction of a shrink (with an orphan entry
+ *     or an intent that finishes freeing the blocks after a crash), so
+ *     the size is all or nothing whatever the length; Btrfs may commit a
+ *     shrink in steps, each freeing up to 32 MiB.  The library relies on
+ *     a shrink of at most 4 MiB being whole (docs/FORMAT.md, I14) and
+ *     not on more;
  *   - an untorn write, clone or exchange: one unit, all or nothing (the two
  *     sides of an exchange are one unit);
  *   - a directory operation: one unit; a rename is atomic, or in strict
@@ -91,6 +97,7 @@
 #define SIM_FD_BASE 1000
 #define SIM_MAX_FD 512
 #define SIM_MAXSIZE (1ull << 40)
+#define SIM_CUT_ATOMIC (4ull << 20)   /* shrinks from up to this: whole */
 
 /* XFS_IOC_EXCHANGE_RANGE (Linux 6.10), defined here for older headers. */
 struct sim_xfs_exchange_range {
@@ -1931,7 +1938,10 @@ static size_t op_units(const struct op *o, const struct sim_cfg *cfg,
 	unsigned sec = sec_of(cfg);
 #define ADD(k, ns) do { if (out) out[n] = (struct sim_unit){ (ns), (k), opi, ino }; n++; } while (0)
 	if (o->kind == OP_TRUNC) {
-		ADD(SIM_U_TRUNC, o->size < o->off ? 3 : 2);
+		/* A shrink of a file up to 4 MiB is all or nothing; only a
+		 * bigger one may be found half done (see the model above). */
+		ADD(SIM_U_TRUNC, o->size < o->off && o->off > SIM_CUT_ATOMIC
+				 ? 3 : 2);
 		return n;
 	}
 	if (o->untorn) {

@@ -220,10 +220,14 @@ const char *tu_control_path(const char *path)
 	return tu_beside(path, ".oa");
 }
 
+/* Journal K: 0 lives in the control file (format 2), K >= 1 in files of
+ * their own. */
 const char *tu_journal_path(const char *path, int k)
 {
 	char suffix[32];
 
+	if (k == 0)
+		return tu_control_path(path);
 	snprintf(suffix, sizeof(suffix), ".oaj-%d", k);
 	return tu_beside(path, suffix);
 }
