@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10 and 20-25)
+#   MUTANTS          which (default: all, 1-10 and 20-28)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -48,6 +48,9 @@ declare -A what=(
 	[23]="a journal found by name used without flushing its directory (I8)"
 	[24]="clone method: the journal keeps blocks the file may still map on disk (I12)"
 	[25]="recovery ignores the live area's evidence of an acknowledged commit (I13)"
+	[26]="last close cuts the control file back before the file's flush (I14)"
+	[27]="last close removes extra journals with commits the checkpoint does not cover (I14)"
+	[28]="recovery replays extra journals of an earlier era (I15)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
