@@ -671,12 +671,16 @@ int oa_clean_locked(struct oa_file *f)
 	 * cut at once (FORMAT.md, I14). */
 	if (size > OA_JRNL_INITIAL && oa_xftruncate(f->cfd, OA_CTL_INIT) < 0)
 		return -1;
+	/* No longer "in use since this boot" (recover.c), before the cut: a
+	 * kill between the two leaves a control file in use without that
+	 * evidence, never a clean one with it. */
+	if (oa_ctl_identity(f, false) < 0)
+		return -1;
 	oa_ctl_unmap(f);
 	if (oa_xftruncate(f->cfd, OA_CLEAN_SIZE) < 0)
 		return -1;
 	oa_killpoint(OA_KP_CKPT_WRITTEN);   /* clean, nothing flushed */
-	/* Clean, so no longer "in use since this boot" (recover.c). */
-	return oa_ctl_identity(f, false);
+	return 0;
 }
 
 /* Journal 0 starts as long as its first transaction needs: the clean
@@ -691,6 +695,11 @@ static void grow_ring(struct oa_file *f)
 	uint64_t size, want;
 	if (oa_xfsize(f->jfd, &size) < 0 || size >= OA_JRNL_INITIAL)
 		return;
+	/* From the next block on: never a write into a sector that holds an
+	 * acknowledged commit (the tail of the last one), which a disk that
+	 * is not power safe could garble (I4).  The rest of that block is
+	 * allocated already. */
+	size = oa_align_up(size, OA_TX_ALIGN);
 	want = size * 2;
 	if (want < f->pos + (256u << 10))
 		want = f->pos + (256u << 10);

@@ -254,6 +254,12 @@ static void map_live(struct oa_file *f)
 		f->live = p;
 }
 
+void oa_ctl_map(struct oa_file *f)
+{
+	if (!f->live)
+		map_live(f);
+}
+
 void oa_ctl_unmap(struct oa_file *f)
 {
 	if (f->live && oa_sys->munmap)
@@ -314,7 +320,6 @@ int oa_ctl_open(struct oa_file *f, bool create)
 			}
 			f->cfd = fd;
 			f->cfd_rw = rw;
-			map_live(f);
 			return 0;
 		}
 		if (errno != ENOENT || !create)
@@ -323,7 +328,6 @@ int oa_ctl_open(struct oa_file *f, bool create)
 		if (fd >= 0) {
 			f->cfd = fd;
 			f->cfd_rw = true;
-			map_live(f);
 			return 0;
 		}
 		f->cfd = -1;
@@ -468,8 +472,9 @@ int oa_ctl_read_ckpt(struct oa_file *f, uint64_t *ckpt, bool *foreign)
 	int r = oa_slots_read(f->cfd, OA_CSLOT, OA_CTL_MAGIC, &s);
 	if (r < 0)
 		return -1;
-	if (r == 1) {
-		/* Initialised and never flushed: nothing was committed. */
+	if (r == 1 || r == 2) {
+		/* Initialised and never flushed (the caller judges whether
+		 * that can be): nothing was committed. */
 		*ckpt = 0;
 		*foreign = false;
 		f->cino = f->ino;
@@ -511,9 +516,9 @@ int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt)
 
 int oa_ctl_init_locked(struct oa_file *f)
 {
+	unsigned char b[OA_LIVE_BYTES] = { 0 };
 	struct oa_slot s;
 	uint64_t size;
-	unsigned char *b;
 	int r;
 
 	if (oa_xfsize(f->cfd, &size) < 0)
@@ -526,39 +531,29 @@ int oa_ctl_init_locked(struct oa_file *f)
 			f->era = s.era;
 			return 0;
 		}
-		/* All zero: initialised, never flushed; again. */
-	} else if (size != OA_CLEAN_SIZE) {
-		/* Cut short, or left half-initialised by a power cut (zero
-		 * slots): recovery judges it (oa_open recovered already). */
-		r = oa_slots_read(f->cfd, OA_CSLOT, OA_CTL_MAGIC, &s);
-		if (r < 0)
-			return -1;
-		if (r == 0) {
-			errno = EUCLEAN;
-			return -1;
-		}
+		/* Its initialisation never became durable: again. */
 	}
-	b = calloc(1, OA_CTL_INIT);
-	if (!b) {
-		errno = ENOMEM;
+	/* Clean, or an initialisation that was cut short (oa_open recovered
+	 * already: recovery judged it).  In steps whose every prefix, as a
+	 * kill may leave it, reads as "never initialised" (recover.c): the
+	 * length, the header slot with a new era (journals of earlier eras
+	 * are obsolete: I15), the live area; journal 0's slot is its owner's
+	 * (oa_journal_reset).  Last the identity (ours, also where the clean
+	 * file was another inode's that home.c let us take over) with this
+	 * boot's id: from then on, in this boot, a header found missing is
+	 * damage.  Nothing is flushed: the first commit flush of journal 0
+	 * carries it all, and writes that do not go through journal 0 flush
+	 * it first (oa_ctl_sync_locked). */
+	if (size < OA_CTL_INIT && oa_xftruncate(f->cfd, OA_CTL_INIT) < 0)
 		return -1;
-	}
-	/* Two writes.  First the header slot with a new era (journals of
-	 * earlier eras are obsolete: I15) and the live area; journal 0's
-	 * slot is its owner's (oa_journal_reset).  Then the identity (ours,
-	 * also where the clean file was another inode's that home.c let us
-	 * take over), saying which boot initialised it: recovery in that boot
-	 * takes a header found missing for damage, not for an initialisation
-	 * a power cut or a kill in the middle of the first write interrupted
-	 * (a fatal signal may stop a write between pages). */
 	f->era = oa_random64();
 	s = (struct oa_slot){ .ino = f->ino, .igen = f->igen, .era = f->era };
-	oa_slot_encode(b + OA_CSLOT + OA_SLOT_A, OA_CTL_MAGIC, &s);
-	oa_put64(b + OA_LIVE_OFF, OA_LIVE_MAGIC);
-	r = oa_pwrite_full(f->cfd, b + OA_CSLOT, OA_CTL_INIT - OA_CSLOT,
-			   OA_CSLOT);
-	free(b);
-	if (r < 0 || oa_ctl_identity(f, true) < 0)
+	if (oa_slot_write(f->cfd, OA_CSLOT, OA_CTL_MAGIC, &s) < 0)
+		return -1;
+	oa_put64(b, OA_LIVE_MAGIC);
+	if (oa_pwrite_full(f->cfd, b, sizeof(b), OA_LIVE_OFF) < 0)
+		return -1;
+	if (oa_ctl_identity(f, true) < 0)
 		return -1;
 	if (!f->live)
 		map_live(f);

@@ -315,7 +315,10 @@ static int ctl_clean(struct oa_file *f)
 	uint64_t size;
 	if (oa_xfsize(f->cfd, &size) < 0)
 		return -1;
-	return size == OA_CLEAN_SIZE;
+	if (size == OA_CLEAN_SIZE)
+		return 1;
+	oa_ctl_map(f);   /* in use, and this handle holds OPEN */
+	return 0;
 }
 
 /* Recover as the open of F requires.  Alone (OPEN exclusive): full
@@ -661,13 +664,13 @@ static void find_ctl(struct oa_file *f)
 		return;
 	}
 	/* Open, as every handle that has the control file is: the last
-	 * handle cuts it back to its clean length, under the live area this
-	 * handle may have mapped. */
+	 * handle cuts it back to its clean length. */
 	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0) {
-		oa_ctl_unmap(f);
 		oa_xclose(f->cfd);
 		f->cfd = -1;
+		return;
 	}
+	ctl_clean(f);    /* maps the live area of one in use */
 }
 
 /* Take APPLY shared, first finishing a commit whose committer died. */

@@ -152,7 +152,9 @@ int oa_slot_decode(const unsigned char in[OA_SLOT_BYTES], const char *magic,
 		   struct oa_slot *s);
 /* Read both slots of FD at BASE (+0, +4096); pick the valid one with the
  * newest slot_seq.  Returns 0, 1 (neither slot ever written: all zeros or
- * file too short), or -1 with EUCLEAN (damaged) or the read error. */
+ * file too short), 2 (one zero, one unreadable: a first slot write that
+ * never became durable, or damage), or -1 with EUCLEAN (both unreadable:
+ * damaged) or the read error. */
 int oa_slots_read(int fd, uint64_t base, const char *magic, struct oa_slot *s);
 /* One slot at OFF (the control's identity): 0, 1 (zeros), -1 (EUCLEAN or
  * the read error). */
@@ -186,6 +188,9 @@ int oa_ctl_sync_locked(struct oa_file *f);
  * id (it left the clean state in this boot), else without (clean). */
 int oa_ctl_identity(struct oa_file *f, bool in_use);
 int oa_live_read(struct oa_file *f, struct oa_live *l);
+/* Map the live area, once the handle holds OPEN (the last handle cuts the
+ * control file back under the mapping otherwise) and the file is in use. */
+void oa_ctl_map(struct oa_file *f);
 void oa_ctl_unmap(struct oa_file *f);
 int oa_live_write(struct oa_file *f, const struct oa_live *l);
 /* This boot's id (the live area's seal); false where it cannot be known. */

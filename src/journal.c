@@ -79,6 +79,11 @@ int oa_slots_read(int fd, uint64_t base, const char *magic, struct oa_slot *s)
 	}
 	if (ra == 1 && rb == 1)
 		return 1;
+	/* One never written, the other torn: the first write of a slot
+	 * never made durable (a power cut, or garbage on a disk that is not
+	 * power safe); the caller tells whether that can be (2). */
+	if ((ra == 1 && rb == -1) || (ra == -1 && rb == 1))
+		return 2;
 	/* A torn slot write damages only the slot being written, never both:
 	 * two unreadable slots are corruption, not a crash. */
 	errno = EUCLEAN;

@@ -73,6 +73,8 @@ struct scan {
 				 * initialisation never became durable:
 				 * nothing to recover, no journal read */
 	bool j0_disc;           /* discard journal 0 */
+	bool this_boot;         /* the control file was initialised in this
+				 * boot: what it lacks, damage took */
 	uint64_t era;           /* the control file's era (I15) */
 	int *disc;              /* journals (by number) to discard: damaged
 				 * or foreign ones not in j[] */
@@ -510,9 +512,20 @@ static int add_journal(struct oa_file *f, struct scan *S, int fd,
 		note(S, "journal %s: one header slot is unreadable (a "
 		     "reset torn by a crash, or corruption); the other "
 		     "is used", name);
-	if (r == 1) {
-		/* Both slots zero: no generation was ever made durable in
-		 * it, hence no record counts. */
+	if (r == 2 && ctl && S->this_boot) {
+		/* Journal 0's first slot write, in the boot that made the
+		 * control file: the page cache keeps it, only damage tears
+		 * it. */
+		note(S, "journal %s: its header slot is damaged", name);
+		S->damaged++;
+		S->j0_disc = true;
+		oa_xclose(fd);
+		return 0;
+	}
+	if (r == 1 || r == 2) {
+		/* Both slots zero, or the first one written torn: no
+		 * generation was ever made durable in it (a commit flush
+		 * carries its slot), hence no record counts. */
 		oa_xclose(fd);
 		return 0;
 	}
@@ -778,9 +791,10 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 			errno = EPROTO;
 			return -1;
 		}
-		note(S, "control file %s: its identity block is damaged",
-		     S->cname);
-		S->ctl_bad = true;
+		/* Torn (the identity is rewritten without a flush when the
+		 * file leaves and enters the clean state) or damaged: it holds
+		 * nothing committed, only the evidence below, which is then
+		 * missing. */
 	} else if (r == 0) {
 		/* The boot that made it leave the clean state (identity a,
 		 * era: its boot id).  In that boot nothing of it can be
@@ -799,6 +813,7 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 		S->cckpt = 0;
 		S->fctl = false;
 	} else if ((r == 1 || size < OA_CTL_INIT) && !S->ctl_bad) {
+		/* (r == 1: both slots zero, or one zero and one torn) */
 		if (!this_boot) {
 			/* Its initialisation was cut short (a power cut before
 			 * its first commit flush, or a kill inside its first
@@ -814,6 +829,7 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 		S->ctl_bad = true;
 	}
 	S->era = f->era;
+	S->this_boot = this_boot;
 	S->ckpt = S->cckpt;
 	if (S->fctl && !(S->flags & OA__RECOVER_ADOPT)) {
 		char b1[64], b2[64];

@@ -63,6 +63,7 @@ declare -A tests_of=(
 	[24]="powercut_shared.sh"
 	[25]="conf_damage"   # damage after a kill: no other test damages
 	                     # an acknowledged commit in the boot that made it
+	[28]="conf_clean"    # an old journal put back beside a clean file
 )
 declare -A method_of=(
 	[20]="kernel"      # forced: AUTO uses RWF_ATOMIC only for what the

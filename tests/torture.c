@@ -2627,12 +2627,12 @@ static int cmd_shared_cut(const char *file, const char *expect, const char *mnt)
 	close(fd);
 	if (oa_pwrite(f, x, SHARED_SZ, 0) != SHARED_SZ)
 		die_errno(2, "uncommitted write", file);
-	/* the journals: .NAME.oaj-K beside FILE */
+	/* the journals: .NAME.oa (journal 0 is in it) and .NAME.oaj-K */
 	char dir[PATH_MAX], pre[NAME_MAX + 8];
 	const char *slash = strrchr(file, '/');
 	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - file) : 1,
 		 slash ? file : ".");
-	snprintf(pre, sizeof(pre), ".%s.oaj-", slash ? slash + 1 : file);
+	snprintf(pre, sizeof(pre), ".%s.oa", slash ? slash + 1 : file);
 	DIR *d = opendir(dir);
 	if (!d)
 		die_errno(1, "opendir", dir);

@@ -48,6 +48,14 @@
  *     shrink in steps, each freeing up to 32 MiB.  The library relies on
  *     a shrink of at most 4 MiB being whole (docs/FORMAT.md, I14) and
  *     not on more;
+ *   - a write after a lost shrink: lost wherever it lies beyond the
+ *     shrink's new size (rounded up to the 4 KiB block), and so is a
+ *     growth beyond it.  A shrink frees the blocks beyond, and the file
+ *     systems reuse a freed block only once the freeing is durable (ext4's
+ *     mballoc and XFS's busy extents hold them until the transaction
+ *     commits; Btrfs pins them): writes there went to blocks allocated
+ *     afterwards, which the file maps only in a later transaction, so a
+ *     crash that loses the shrink finds the old blocks untouched;
  *   - an untorn write, clone or exchange: one unit, all or nothing (the two
  *     sides of an exchange are one unit);
  *   - a directory operation: one unit; a rename is atomic, or in strict
@@ -2135,6 +2143,8 @@ struct sim_fs *sim_crash(struct sim_fs *snap, const struct sim_cfg *cfg0,
 			continue;
 		if (i->nlog)
 			cfg = cfg_for(snap, cfg0, i->ino, &tmp);
+		uint64_t floor = UINT64_MAX;   /* see "a write after a lost
+						* shrink" in the model */
 		for (size_t m = 0; m < i->nlog; m++) {
 			const struct op *o = i->log[m];
 			if (o->group && o->ino2 < i->ino)
@@ -2145,6 +2155,27 @@ struct sim_fs *sim_crash(struct sim_fs *snap, const struct sim_cfg *cfg0,
 			if (choice)
 				memcpy(c, choice + u, nu);
 			(void)zeros;
+			if (o->kind == OP_TRUNC && o->size < o->off && c[0] == 0) {
+				uint64_t f = (o->size + PG - 1) / PG * PG;
+				if (f < floor)
+					floor = f;
+			} else if (o->kind == OP_TRUNC && o->size > floor) {
+				c[0] = 0;   /* a growth after it: later */
+			} else if (floor != UINT64_MAX && !o->untorn &&
+				   o->kind != OP_TRUNC) {
+				unsigned sec = sec_of(cfg);
+				size_t uu = 0;
+				if (o->off + o->len > o->size) {
+					if (o->off + o->len > floor)
+						c[0] = 0;
+					uu = 1;
+				}
+				uint64_t a = o->off / sec,
+					 b = (o->off + o->len + sec - 1) / sec;
+				for (uint64_t q = a; q < b; q++)
+					if (q * sec >= floor)
+						c[uu + (q - a)] = 0;
+			}
 			op_cut(&s->in[k]->dur, o, cfg, c, seed++);
 			if (o->group && c[0]) {
 				/* the other side, all or nothing with this one */
