@@ -99,6 +99,8 @@ static int fill_jnl(struct oa_file *f, int fd, void *arg)
 	struct oa_slot s = { .slot_seq = 0, .a = oa_random64(), .ino = f->ino,
 			     .igen = f->igen, .era = f->era };
 	(void)arg;
+	if (oa_need_buf(f) < 0)
+		return -1;
 	if (oa_slot_write(fd, 0, OA_JNL_MAGIC, &s) < 0)
 		return -1;
 	/* Zero-filled, not fallocated: the commit flush then overwrites
@@ -517,7 +519,7 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	uint64_t size;
 	int r = -1;
 
-	if (oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
+	if (oa_need_buf(f) < 0 || oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
 		return -1;
 	if (oa_xfsize(f->tfd, &size) < 0)
 		goto out;
@@ -693,7 +695,8 @@ int oa_clean_locked(struct oa_file *f)
 static void grow_ring(struct oa_file *f)
 {
 	uint64_t size, want;
-	if (oa_xfsize(f->jfd, &size) < 0 || size >= OA_JRNL_INITIAL)
+	if (oa_xfsize(f->jfd, &size) < 0 || size >= OA_JRNL_INITIAL ||
+	    oa_need_buf(f) < 0)
 		return;
 	/* From the next block on: never a write into a sector that holds an
 	 * acknowledged commit (the tail of the last one), which a disk that

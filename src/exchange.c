@@ -127,6 +127,8 @@ int oa_unshadow(struct oa_file *f)
 	size_t n = 0, cap = 0;
 	int r = -1;
 
+	if (f->shadowed && oa_need_buf(f) < 0)
+		return -1;
 	if (!f->shadowed)
 		return 0;
 	/* Acquiring a journal zero-fills it through f->buf: first. */
@@ -197,9 +199,12 @@ void oa_shadow_reset(struct oa_file *f)
 static int compose(struct oa_file *f, uint64_t k, uint64_t size)
 {
 	uint64_t end = k + f->blk < size ? k + f->blk : size;
-	unsigned char *p = f->buf;
+	unsigned char *p;
 	struct oa_ext e;
 
+	if (oa_need_buf(f) < 0)
+		return -1;
+	p = f->buf;
 	if (oa_pread_full(f->tfd, p, (size_t)(end - k), (off_t)k) < 0)
 		return -1;
 	for (void *c = oa_index_seek(f->ix, k); c; c = oa_index_next(f->ix, c)) {

@@ -179,7 +179,7 @@ static char *link_target(int dirfd, const char *path)
 }
 
 static int open_target(struct oa_file *f, int dirfd, const char *path,
-		       int flags, mode_t mode, bool *created)
+		       int flags, mode_t mode, bool *created, bool *direct)
 {
 	/* O_NONBLOCK: a FIFO or device in the file's place must not block the
 	 * open; identify() then refuses it.  Regular files ignore the flag. */
@@ -189,6 +189,26 @@ static int open_target(struct oa_file *f, int dirfd, const char *path,
 	int fd = -1;
 
 	*created = false;
+	*direct = false;
+	if (!(flags & (O_CREAT | O_NOFOLLOW))) {
+		/* The common case first: PATH names the file itself, not a
+		 * symbolic link, so its directory is PATH's (*DIRECT) and
+		 * need not be asked of /proc.  ELOOP: a link; the loop
+		 * below follows it. */
+		int am = acc == O_RDONLY ? O_RDONLY : O_RDWR;
+		fd = oa_xopenat(dirfd, path, base | am | O_NOFOLLOW, 0);
+		if (fd < 0 && errno == EACCES && acc == O_WRONLY) {
+			am = O_WRONLY;
+			fd = oa_xopenat(dirfd, path, base | am | O_NOFOLLOW, 0);
+		}
+		if (fd >= 0) {
+			f->tfd_rw = am != O_RDONLY;
+			*direct = true;
+			return fd;
+		}
+		if (errno != ELOOP)
+			return -1;
+	}
 	for (int tries = 0; tries < 16; tries++) {
 		int am = acc == O_RDONLY ? O_RDONLY : O_RDWR;
 		if (flags & O_CREAT) {
@@ -251,9 +271,8 @@ static struct oa_file *handle_new(void)
 	f->forkgen = oa_fork_gen();
 	f->may_clone = true;   /* recovery handles try; open resolves */
 	f->clone_min = OA_CLONE_MIN;
-	f->buf = malloc(OA_BUF_BYTES);
 	f->ix = oa_index_new();
-	if (!f->buf || !f->ix) {
+	if (!f->ix) {
 		oa_handle_free(f);
 		errno = ENOMEM;
 		return NULL;
@@ -351,6 +370,10 @@ static int open_recover(struct oa_file *f)
 		}
 		return r < 0 ? -1 : 0;
 	}
+	/* Exclusive first, not shared then an upgrade: of two openers that
+	 * both hold OPEN shared neither could upgrade, and after a reboot
+	 * neither would recover (the live area is stale then).  Alone: a clean
+	 * file needs nothing; otherwise full recovery, then a downgrade. */
 	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
 		r = ctl_clean(f);
 		if (r != 0)
@@ -368,6 +391,8 @@ static int open_recover(struct oa_file *f)
 	}
 	if (errno != EAGAIN)
 		return -1;
+	/* Others are open (one may be recovering: wait for it): only what a
+	 * dead committer left. */
 	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
 		return -1;
 	r = ctl_clean(f);
@@ -456,7 +481,8 @@ static struct oa_file *handle_open_ex(int dirfd, const char *path,
 		}
 	}
 	f->opt.size = sizeof(f->opt);
-	f->tfd = open_target(f, dirfd, path, flags, mode, &created);
+	bool direct;
+	f->tfd = open_target(f, dirfd, path, flags, mode, &created, &direct);
 	if (f->tfd < 0)
 		goto fail;
 	if (identify(f) < 0)
@@ -465,7 +491,9 @@ static struct oa_file *handle_open_ex(int dirfd, const char *path,
 	 * through a symbolic link they are kept beside the file it points to,
 	 * so every opener and every recovery finds the same ones; home.c
 	 * then finds them through the inode, whatever its name. */
-	{
+	if (direct) {
+		f->tdirfd = open_parent(dirfd, path, &base);
+	} else {
 		char proc[64], *real = malloc(PATH_MAX);
 		ssize_t n = -1;
 		if (!real) {
@@ -768,6 +796,25 @@ again:
 	if (read_lock(f) < 0)
 		return -1;
 	bool unlocked = f->cfd < 0;
+	if (!f->pending) {
+		/* Nothing pending: the committed bytes are the file's, and
+		 * the kernel knows where it ends. */
+		size_t got = 0;
+		while (got < n) {
+			ssize_t r = oa_xpread(f->tfd, p + got, n - got,
+					      off + (off_t)got);
+			if (r < 0) {
+				if (errno == EINTR)
+					continue;
+				goto out;
+			}
+			if (r == 0)
+				break;
+			got += (size_t)r;
+		}
+		ret = (ssize_t)got;
+		goto out;
+	}
 	if (oa_xfsize(f->tfd, &sc) < 0)
 		goto out;
 	v = f->pending ? view_size(f, sc) : sc;

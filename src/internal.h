@@ -9,7 +9,9 @@
 #ifndef OA_INTERNAL_H
 #define OA_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -118,6 +120,7 @@ struct oa_file {
 	bool xchg_all;      /* forced: every whole block goes to the shadow */
 	uint32_t clone_min; /* smallest data record placed for cloning */
 	bool fs_cow;        /* Btrfs: datacow files never overwrite in place */
+	bool blk_lazy;      /* blk and may_clone not looked up yet */
 	int sfd;            /* exchange: shadow (O_TMPFILE), or -1 */
 	bool shadowed;      /* the transaction has bytes in the shadow */
 	bool shadow_dirty;  /* the shadow holds blocks (emptied after use) */
@@ -143,6 +146,17 @@ struct oa_file {
 
 	unsigned char *buf; /* OA_BUF_BYTES */
 };
+
+/* f->buf, the bounce buffer, is allocated on first need: a handle that
+ * only opens, reads and closes a clean file never pays for it. */
+static inline int oa_need_buf(struct oa_file *f)
+{
+	if (!f->buf && !(f->buf = malloc(OA_BUF_BYTES))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
 
 /* ---- journal.c: slots and records ---- */
 void oa_slot_encode(unsigned char out[OA_SLOT_BYTES], const char *magic,
@@ -277,8 +291,11 @@ int oa_caps_get(struct oa_file *f, struct oa_caps *c);
  * forced method the file system cannot do. */
 int oa_method_resolve(struct oa_file *f);
 /* A handle that only recovers (or reads): replaying a clone record clones
- * where the file system lets it, else copies. */
+ * where the file system lets it, else copies; what the file system can do
+ * is looked up only once there is something to replay (oa_method_replay),
+ * not at every open. */
 void oa_method_recovery(struct oa_file *f);
+void oa_method_replay(struct oa_file *f);
 /* The method AUTO uses on a file system that can do C. */
 int oa_method_auto(const struct oa_file *f, const struct oa_caps *c);
 /* What oa_ioinfo reports: the handle's method, or what a writer would use. */

@@ -175,11 +175,20 @@ int oa_method_resolve(struct oa_file *f)
 
 void oa_method_recovery(struct oa_file *f)
 {
-	struct statfs sfs;
 	f->method = OA_METHOD_AUTO;   /* never commits; oa_ioinfo tells what a
 				       * writer would use */
 	f->may_kernel = false;
 	f->blk = 0;
+	f->may_clone = false;
+	f->blk_lazy = true;           /* oa_method_replay, if it replays */
+}
+
+void oa_method_replay(struct oa_file *f)
+{
+	struct statfs sfs;
+	if (!f->blk_lazy)
+		return;
+	f->blk_lazy = false;
 	if (oa_sys->fstatfs(f->tfd, &sfs) == 0 && pow2((uint64_t)sfs.f_bsize) &&
 	    sfs.f_bsize >= 512 && (uint64_t)sfs.f_bsize <= OA_PAD_MAX / 2)
 		f->blk = (uint32_t)sfs.f_bsize;

@@ -194,7 +194,7 @@ static int scan_journal(struct oa_file *f, struct scan *S, int ji)
 	unsigned char *body = NULL;
 	int ret = -1;
 
-	if (oa_xfsize(J->fd, &size) < 0)
+	if (oa_xfsize(J->fd, &size) < 0 || oa_need_buf(f) < 0)
 		return -1;
 	for (uint64_t p = J->data; p + OA_REC_HDR <= size;) {
 		struct oa_rec r;
@@ -1081,6 +1081,8 @@ int oa_recover_locked(struct oa_file *f)
 	}
 	if (S.nacc && oa_target_writable(f) < 0)
 		goto out;
+	if (S.nacc)
+		oa_method_replay(f);
 	for (size_t i = 0; i < S.nacc; i++)
 		if (replay_one(f, &S, &S.acc[i]) < 0)
 			goto out;

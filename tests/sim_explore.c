@@ -232,8 +232,14 @@ static void w_two_handles(struct sc *s)
 	CHECK(h1 >= 0 && h2 >= 0);
 	sc_write(s, h1, 0, 1000, 51);
 	sc_write(s, h2, 4000, 2000, 52);
+	sc_write(s, h2, 500, 1000, 53);
 	CHECK_OK(sc_commit(s, h1));
 	CHECK_OK(sc_commit(s, h2));
+	/* A commit of journal 0 after the extra journal's, over none of it:
+	 * a last close that lost the extra journal but not journal 0 would
+	 * replay h1's first commit over h2's bytes (FORMAT.md, I14). */
+	sc_write(s, h1, 7000, 100, 54);
+	CHECK_OK(sc_commit(s, h1));
 	CHECK_OK(sc_close(s, h2));
 	CHECK_OK(sc_close(s, h1));
 }
