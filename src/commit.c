@@ -284,6 +284,7 @@ int oa_journal_acquire(struct oa_file *f)
 		errno = EBADF;
 		return -1;
 	}
+	oa_home_refresh(f);
 	r = take_j0(f);
 	if (r < 0)
 		return -1;

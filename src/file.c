@@ -329,15 +329,21 @@ static int set_prefix(struct oa_file *f, const char *base)
  * cleanly, nothing to recover)?  1 yes, 0 no, -1 error.  Once the opener
  * holds OPEN, nobody can make it clean (only the last handle cuts it back),
  * so a control file found in use stays in use. */
-static int ctl_clean(struct oa_file *f)
+static int ctl_clean_map(struct oa_file *f, bool map)
 {
 	uint64_t size;
 	if (oa_xfsize(f->cfd, &size) < 0)
 		return -1;
 	if (size == OA_CLEAN_SIZE)
 		return 1;
-	oa_ctl_map(f);   /* in use, and this handle holds OPEN */
+	if (map)
+		oa_ctl_map(f);   /* in use, and this handle holds OPEN */
 	return 0;
+}
+
+static int ctl_clean(struct oa_file *f)
+{
+	return ctl_clean_map(f, true);
 }
 
 /* Recover as the open of F requires.  Alone (OPEN exclusive): full
@@ -370,6 +376,17 @@ static int open_recover(struct oa_file *f)
 		}
 		return r < 0 ? -1 : 0;
 	}
+	/* The common case, a clean file, with one lock call: shared, and
+	 * clean stays clean while we hold it (only the last handle's close
+	 * makes it clean; a writer that takes it out of the clean state needs
+	 * no recovery by anyone).  Otherwise let go and take the way below. */
+	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
+		return -1;
+	r = ctl_clean_map(f, false);
+	if (r != 0)
+		return r < 0 ? -1 : 0;
+	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0) < 0)
+		return -1;
 	/* Exclusive first, not shared then an upgrade: of two openers that
 	 * both hold OPEN shared neither could upgrade, and after a reboot
 	 * neither would recover (the live area is stale then).  Alone: a clean
@@ -533,9 +550,12 @@ static struct oa_file *handle_open_ex(int dirfd, const char *path,
 
 	/* The method, before recovery: a work handle recovers with the
 	 * method it will use (only the clone method's apply differs). */
-	if (purpose == P_WORK && acc != O_RDONLY) {
+	if (purpose == P_WORK && acc != O_RDONLY && !oa_method_deferred(f)) {
 		if (oa_method_resolve(f) < 0)
 			goto fail;
+	} else if (purpose == P_WORK && acc != O_RDONLY) {
+		oa_method_recovery(f);   /* AUTO: resolved at the first change */
+		f->method_lazy = true;
 	} else {
 		oa_method_recovery(f);
 	}
@@ -916,6 +936,13 @@ static int writable(struct oa_file *f)
 	if (f->acc == O_RDONLY || !f->cfd_rw) {
 		errno = EBADF;
 		return -1;
+	}
+	/* AUTO's choice waits for the first change: an open that only reads
+	 * does not probe the file system. */
+	if (f->method_lazy) {
+		if (oa_method_resolve(f) < 0)
+			return -1;
+		f->method_lazy = false;
 	}
 	return 0;
 }

@@ -321,17 +321,9 @@ static int home_find(struct oa_file *f, const char *base, bool writer,
 			errno = ENOMEM;
 			return -1;
 		}
-		/* Keep the recorded path current (a renamed directory), so
-		 * that names elsewhere still find it.  Best effort: the home
-		 * itself is right either way. */
-		if (writer && f->dfd == f->tdirfd) {
-			char now[OA_HOME_PATH_MAX + 1];
-			dir_path(f->dfd, now);
-			if (now[0] && strcmp(now, h.dir) != 0) {
-				strcpy(h.dir, now);
-				home_write(f, &h);
-			}
-		}
+		/* The recorded path is kept current at the first change
+		 * (oa_home_refresh), not at every open. */
+		f->home_refresh = writer && f->dfd == f->tdirfd;
 		return 0;
 	}
 	/* No home of our own yet.  Sidecars live on the file's own file
@@ -395,6 +387,28 @@ record:
  * the file itself, far beyond any byte a program locks (SQLite's lock
  * bytes are at 1 GiB), and looked for again under it. */
 #define OA_HOME_LOCK ((off_t)1 << 62)
+
+void oa_home_refresh(struct oa_file *f)
+{
+	struct home h;
+	bool xattrs;
+	char now[OA_HOME_PATH_MAX + 1];
+
+	if (!f->home_refresh)
+		return;
+	f->home_refresh = false;
+	/* Keep the recorded path current (a renamed directory), so that
+	 * names elsewhere still find it.  Best effort: the home itself is
+	 * right either way. */
+	if (home_read(f, &h, &xattrs) != 1 || h.ino != f->ino ||
+	    h.igen != f->igen)
+		return;
+	dir_path(f->dfd, now);
+	if (now[0] && strcmp(now, h.dir) != 0) {
+		strcpy(h.dir, now);
+		home_write(f, &h);
+	}
+}
 
 int oa_home_find(struct oa_file *f, const char *base, bool writer)
 {

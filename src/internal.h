@@ -121,6 +121,8 @@ struct oa_file {
 	uint32_t clone_min; /* smallest data record placed for cloning */
 	bool fs_cow;        /* Btrfs: datacow files never overwrite in place */
 	bool blk_lazy;      /* blk and may_clone not looked up yet */
+	bool method_lazy;   /* oa_method_resolve not run yet (AUTO) */
+	bool home_refresh;  /* oa_home_refresh due at the first change */
 	int sfd;            /* exchange: shadow (O_TMPFILE), or -1 */
 	bool shadowed;      /* the transaction has bytes in the shadow */
 	bool shadow_dirty;  /* the shadow holds blocks (emptied after use) */
@@ -266,6 +268,9 @@ int oa_home_find(struct oa_file *f, const char *base, bool writer);
  * random tail if that is the one being left) and record it.  Whatever the
  * old home holds stays there, untrusted and never replayed. */
 int oa_home_leave(struct oa_file *f, const char *base);
+/* At a writer's first change: the home's recorded path follows a renamed
+ * directory (best effort). */
+void oa_home_refresh(struct oa_file *f);
 
 /* ---- ioinfo.c ---- */
 /* What the file system of F can do (probed with real calls, cached per file
@@ -290,6 +295,9 @@ int oa_caps_get(struct oa_file *f, struct oa_caps *c);
 /* Resolve f->opt.method into what the handle may use.  EOPNOTSUPP for a
  * forced method the file system cannot do. */
 int oa_method_resolve(struct oa_file *f);
+/* AUTO, not forced by OATOMIC_METHOD: a writer's handle resolves it at its
+ * first change (f->method_lazy), not at open. */
+bool oa_method_deferred(const struct oa_file *f);
 /* A handle that only recovers (or reads): replaying a clone record clones
  * where the file system lets it, else copies; what the file system can do
  * is looked up only once there is something to replay (oa_method_replay),

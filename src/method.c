@@ -96,6 +96,11 @@ int oa_method_auto(const struct oa_file *f, const struct oa_caps *c)
 	return c->reflink ? OA_METHOD_CLONE : OA_METHOD_JOURNAL;
 }
 
+bool oa_method_deferred(const struct oa_file *f)
+{
+	return f->opt.method == OA_METHOD_AUTO && env_method() == OA_METHOD_AUTO;
+}
+
 int oa_method_of(const struct oa_file *f, const struct oa_caps *c)
 {
 	int m = f->method ? f->method : f->opt.method;
