@@ -539,11 +539,13 @@ int oa_ctl_init_locked(struct oa_file *f)
 	 * length, the header slot with a new era (journals of earlier eras
 	 * are obsolete: I15), the live area; journal 0's slot is its owner's
 	 * (oa_journal_reset).  Last the identity (ours, also where the clean
-	 * file was another inode's that home.c let us take over) with this
-	 * boot's id: from then on, in this boot, a header found missing is
-	 * damage.  Nothing is flushed: the first commit flush of journal 0
-	 * carries it all, and writes that do not go through journal 0 flush
-	 * it first (oa_ctl_sync_locked). */
+	 * file was another inode's that home.c let us take over).  Nothing is
+	 * flushed: the first commit flush of journal 0 carries it all, and
+	 * writes that do not go through journal 0 flush it first
+	 * (oa_ctl_sync_locked).  Once a flush has, the identity gets this
+	 * boot's id (oa_ctl_flushed): from then on, in this boot, a header
+	 * found missing is damage, even after a cut of the file system
+	 * (FS_IOC_SHUTDOWN) that did not reboot. */
 	if (size < OA_CTL_INIT && oa_xftruncate(f->cfd, OA_CTL_INIT) < 0)
 		return -1;
 	f->era = oa_random64();
@@ -553,7 +555,7 @@ int oa_ctl_init_locked(struct oa_file *f)
 	oa_put64(b, OA_LIVE_MAGIC);
 	if (oa_pwrite_full(f->cfd, b, sizeof(b), OA_LIVE_OFF) < 0)
 		return -1;
-	if (oa_ctl_identity(f, true) < 0)
+	if (oa_ctl_identity(f, false) < 0)
 		return -1;
 	if (!f->live)
 		map_live(f);
@@ -571,7 +573,8 @@ int oa_ctl_identity(struct oa_file *f, bool in_use)
 	return oa_slot_write(f->cfd, OA_ID_OFF, OA_ID_MAGIC, &s);
 }
 
-/* The live area records that the control file's state is durable. */
+/* The live area records that the control file's state is durable, and
+ * the identity that it was so in this boot. */
 static int ctl_synced(struct oa_file *f)
 {
 	struct oa_live l;
@@ -587,7 +590,15 @@ static int ctl_synced(struct oa_file *f)
 	if (l.flags & OA_LIVE_SYNCED)
 		return 0;
 	l.flags |= OA_LIVE_SYNCED;
-	return oa_live_write(f, &l);
+	if (oa_live_write(f, &l) < 0)
+		return -1;
+	oa_ctl_identity(f, true);   /* evidence only: best effort */
+	return 0;
+}
+
+int oa_ctl_flushed(struct oa_file *f)
+{
+	return ctl_synced(f);
 }
 
 int oa_ctl_sync_locked(struct oa_file *f)

@@ -200,6 +200,9 @@ int oa_ctl_init_locked(struct oa_file *f);
  * recovery must not undo with commits an undurable truncation or
  * initialisation left behind.  Caller holds COMMIT. */
 int oa_ctl_sync_locked(struct oa_file *f);
+/* A flush of the control file (journal 0's commit flush) returned 0: the
+ * live area and the identity say so.  Caller holds COMMIT. */
+int oa_ctl_flushed(struct oa_file *f);
 /* Write the control file's identity (F's inode); IN_USE: with this boot's
  * id (it left the clean state in this boot), else without (clean). */
 int oa_ctl_identity(struct oa_file *f, bool in_use);

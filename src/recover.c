@@ -796,9 +796,10 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 		 * nothing committed, only the evidence below, which is then
 		 * missing. */
 	} else if (r == 0) {
-		/* The boot that made it leave the clean state (identity a,
-		 * era: its boot id).  In that boot nothing of it can be
-		 * missing but by damage: the page cache keeps it all. */
+		/* The boot in which a flush made its initialisation durable
+		 * (identity a, era: its boot id).  In that boot nothing of it
+		 * can be missing but by damage: the disk has it, and so does
+		 * the page cache a kill leaves. */
 		unsigned char me[16];
 		this_boot = oa_boot_id(me) &&
 			    oa_get64(me) == id.a && oa_get64(me + 8) == id.era;
@@ -821,10 +822,11 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 			S->clean = true;
 			return 0;
 		}
-		/* In the boot that initialised it in full, nothing of it can
-		 * be missing but by damage. */
-		note(S, "control file %s is %llu bytes%s: truncated or "
-		     "overwritten, damaged", S->cname, (unsigned long long)size,
+		/* Flushed in this boot: nothing of it can be missing but by
+		 * damage. */
+		note(S, "control file %s is %llu bytes%s, though it was "
+		     "flushed whole in this boot: truncated or overwritten, "
+		     "damaged", S->cname, (unsigned long long)size,
 		     r == 1 ? " and its header is gone" : "");
 		S->ctl_bad = true;
 	}
