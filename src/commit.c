@@ -570,6 +570,23 @@ out:
 
 /* ---- checkpoint ---- */
 
+/* The file's flush of a checkpoint or of the last close (I5, I14).  On
+ * failure, I9: the failed range is lost from the file but its pages are
+ * now clean; the dirty marker forces a replay from the journals before any
+ * checkpoint can be written or any journal given back. */
+static int flush_target(struct oa_file *f, struct oa_live *l)
+{
+	if (oa_xfdatasync(f->tfd) < 0 && !MUTANT(10)) {
+		int e = errno;
+		l->dirty_seq = l->last_seq;
+		oa_live_write(f, l);
+		errno = e;
+		return -1;
+	}
+	oa_killpoint(OA_KP_CKPT_TARGET);
+	return 0;
+}
+
 int oa_checkpoint_locked(struct oa_file *f)
 {
 	struct oa_live l;
@@ -582,17 +599,8 @@ int oa_checkpoint_locked(struct oa_file *f)
 	 * checkpoint record says so. */
 	if (MUTANT(5) && oa_ctl_write_ckpt(f, l.last_seq) < 0)
 		return -1;
-	if (oa_xfdatasync(f->tfd) < 0 && !MUTANT(10)) {
-		/* I9: the failed range is lost from the file but pages are now
-		 * clean; force a replay from the journals before any checkpoint
-		 * can be written. */
-		int e = errno;
-		l.dirty_seq = l.last_seq;
-		oa_live_write(f, &l);
-		errno = e;
+	if (flush_target(f, &l) < 0)
 		return -1;
-	}
-	oa_killpoint(OA_KP_CKPT_TARGET);
 	if (oa_ctl_write_ckpt(f, l.last_seq) < 0)
 		return -1;
 	l.ckpt_seq = l.last_seq;
@@ -620,7 +628,6 @@ int oa_clean_locked(struct oa_file *f)
 {
 	struct oa_live l;
 	uint64_t size;
-	bool durable = false;
 
 	if (oa_xfsize(f->cfd, &size) < 0)
 		return -1;
@@ -653,20 +660,11 @@ int oa_clean_locked(struct oa_file *f)
 		return oa_xfdatasync(f->tfd);
 	}
 	if (l.last_seq > l.ckpt_seq) {
-		if (oa_xfdatasync(f->tfd) < 0 && !MUTANT(10)) {
-			/* I9: as in a checkpoint. */
-			int e = errno;
-			l.dirty_seq = l.last_seq;
-			oa_live_write(f, &l);
-			errno = e;
+		if (flush_target(f, &l) < 0)
 			return -1;
-		}
-		durable = true;
-		oa_killpoint(OA_KP_CKPT_TARGET);
 		if (need_ckpt && oa_ctl_write_ckpt(f, l.last_seq) < 0)
 			return -1;
 	}
-	(void)durable;
 	drop_extra_journals(f);
 	/* A big one in two cuts: the first may stop anywhere above the
 	 * initialised length, where the checkpoint just written covers every
