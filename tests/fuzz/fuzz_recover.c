@@ -2,14 +2,15 @@
  * fuzz_recover.c - libFuzzer target: arbitrary control and journal bytes
  * fed to recovery, on the simulated disk (no real I/O).
  *
- * Input: four 512-byte header slots (control A at 0, control B at 4096,
- * journal A at 0, journal B at 4096; short input is padded with zeros),
- * then the journal's records from offset 8192.  The file /d/a holds 8 KiB
- * of a known pattern; the control file and journal 0 are the input.
+ * Input (format 2): five 512-byte slots (the control file's identity at 0,
+ * its header slots A at 4096 and B at 8192, journal 0's slots A at 16384
+ * and B at 20480; short input is padded with zeros), then journal 0's
+ * records from offset 24576; the live area (12288) is zeros.  The file
+ * /d/a holds 8 KiB of a known pattern; the control file is the input.
  *
  * Checked for every input (besides ASan and UBSan):
- *   - oa__check and oa_recover return, with 0 or -1 and EUCLEAN, EPERM or
- *     EIO (never another errno);
+ *   - oa__check and oa_recover return, with 0 or -1 and EUCLEAN, EPERM,
+ *     EPROTO (a format-1 control file) or EIO (never another errno);
  *   - when recovery fails, the file is unchanged (bad input is never
  *     applied, GUARANTEES.md §9);
  *   - when it succeeds, a second recovery changes nothing on the disk;
@@ -36,8 +37,12 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 #define SLOT 512
-#define HDRS (4 * SLOT)
+#define NSLOT 5
+#define HDRS (NSLOT * SLOT)
 #define FSIZE 8192
+#define DATA 24576                  /* journal 0's first record */
+/* where slot K of the input goes in the control file */
+static const size_t slot_off[NSLOT] = { 0, 4096, 8192, 16384, 20480 };
 
 static unsigned char orig[FSIZE];
 
@@ -57,23 +62,6 @@ static struct sim_fs *setup(void)
 	return fs;
 }
 
-static void put_pair(const char *path, const unsigned char *a,
-		     const unsigned char *b, const unsigned char *rest,
-		     size_t nrest)
-{
-	size_t n = 8192 + nrest;
-	unsigned char *buf = calloc(1, n);
-	if (!buf)
-		die("calloc");
-	memcpy(buf, a, SLOT);
-	memcpy(buf + 4096, b, SLOT);
-	if (nrest)
-		memcpy(buf + 8192, rest, nrest);
-	if (sim_put_file(path, buf, n) < 0)
-		die("put");
-	free(buf);
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
 	unsigned char hdr[HDRS] = { 0 };
@@ -82,12 +70,19 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	size_t nrest = size > HDRS ? size - HDRS : 0;
 
 	struct sim_fs *fs = setup();
-	/* control: slots plus a live area of zeros up to 8192 + 4096 */
 	{
-		static const unsigned char live[4096];
-		put_pair("/d/.a.oa", hdr, hdr + SLOT, live, sizeof(live));
+		size_t n = DATA + nrest;
+		unsigned char *buf = calloc(1, n);
+		if (!buf)
+			die("calloc");
+		for (int k = 0; k < NSLOT; k++)
+			memcpy(buf + slot_off[k], hdr + k * SLOT, SLOT);
+		if (nrest)
+			memcpy(buf + DATA, rest, nrest);
+		if (sim_put_file("/d/.a.oa", buf, n) < 0)
+			die("put");
+		free(buf);
 	}
-	put_pair("/d/.a.oaj-0", hdr + 2 * SLOT, hdr + 3 * SLOT, rest, nrest);
 
 	FILE *devnull = fopen("/dev/null", "w");
 	int c = oa__check("/d/a", NULL, devnull);
@@ -95,13 +90,15 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		fclose(devnull);
 	if (c < -1 || c > 2)
 		die("oa__check result");
-	if (c == -1 && errno != EIO && errno != EUCLEAN && errno != EPERM)
+	if (c == -1 && errno != EIO && errno != EUCLEAN && errno != EPERM &&
+	    errno != EPROTO)
 		die("oa__check errno");
 
 	uint64_t h0 = sim_fs_hash(fs);
 	int r = oa_recover("/d/a");
 	if (r < 0) {
-		if (errno != EUCLEAN && errno != EPERM && errno != EIO)
+		if (errno != EUCLEAN && errno != EPERM && errno != EIO &&
+		    errno != EPROTO)
 			die("oa_recover errno");
 		unsigned char *b = NULL;
 		size_t n = 0;
@@ -127,38 +124,31 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 
 static void dump(const char *dir, const char *name)
 {
-	unsigned char *c = NULL, *j = NULL;
-	size_t nc = 0, nj = 0;
+	unsigned char *c = NULL;
+	size_t nc = 0;
 	if (sim_get_file("/d/.a.oa", &c, &nc) < 0)
 		die("no control file");
-	if (sim_get_file("/d/.a.oaj-0", &j, &nj) < 0) {
-		j = calloc(1, 8192);
-		nj = 8192;
-	}
-	/* journal records up to the last non-zero byte */
-	size_t end = nj;
-	while (end > 8192 && !j[end - 1])
+	/* journal 0's records up to the last non-zero byte */
+	size_t end = nc;
+	while (end > DATA && !c[end - 1])
 		end--;
 	end = (end + 511) / 512 * 512;
-	if (end > nj)
-		end = nj;
+	if (end > nc)
+		end = nc;
 	unsigned char hdr[HDRS] = { 0 };
-	memcpy(hdr, c, SLOT);
-	if (nc >= 4096 + SLOT)
-		memcpy(hdr + SLOT, c + 4096, SLOT);
-	memcpy(hdr + 2 * SLOT, j, SLOT);
-	memcpy(hdr + 3 * SLOT, j + 4096, SLOT);
+	for (int k = 0; k < NSLOT; k++)
+		if (nc >= slot_off[k] + SLOT)
+			memcpy(hdr + k * SLOT, c + slot_off[k], SLOT);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	FILE *f = fopen(path, "wb");
 	if (!f)
 		die(path);
 	fwrite(hdr, 1, HDRS, f);
-	if (end > 8192)
-		fwrite(j + 8192, 1, end - 8192, f);
+	if (end > DATA)
+		fwrite(c + DATA, 1, end - DATA, f);
 	fclose(f);
 	free(c);
-	free(j);
 }
 
 static void wr(oa_file *f, size_t off, size_t n, int v)
