@@ -131,6 +131,16 @@ int oa_journal_reset(struct oa_file *f)
 	f->jslot_seq = s.slot_seq;
 	f->gen = s.a;
 	f->pos = f->jdata;
+	if (f->jidx == 0) {
+		/* A new generation's records are all written after any flush
+		 * of the control file that failed before: they are not lost
+		 * behind clean pages (OA_LIVE_J0ERR). */
+		struct oa_live l;
+		if (oa_live_read(f, &l) == 0 && (l.flags & OA_LIVE_J0ERR)) {
+			l.flags &= ~OA_LIVE_J0ERR;
+			oa_live_write(f, &l);
+		}
+	}
 	f->tx_id = 1;
 	f->tx_start = f->pos;
 	f->rec_open = false;
@@ -865,7 +875,15 @@ int oa_commit_journal(struct oa_file *f)
 	 * commit record and the generation's header slot durable together;
 	 * their checksums tell recovery whether all of it arrived (I1), so no
 	 * flush is needed between data and commit record. */
-	if (!MUTANT(1) && oa_xfdatasync(f->jfd) < 0 && !MUTANT(7)) {
+	int fr = MUTANT(1) ? 0 : oa_xfdatasync(f->jfd);
+	/* I9: another handle's failed flush of the control file may have
+	 * dropped this transaction's records of journal 0 from the disk while
+	 * their pages look clean: this flush proves nothing then. */
+	if (fr == 0 && f->jidx == 0 && (l.flags & OA_LIVE_J0ERR))
+		fr = -1;
+	else if (fr < 0 && f->jidx == 0)
+		l.flags |= OA_LIVE_CTLERR | OA_LIVE_J0ERR;
+	if (fr < 0 && !MUTANT(7)) {
 		unsigned char zero[OA_REC_HDR] = { 0 };
 		/* I9: cannot tell whether the record is durable.  Revoke it if
 		 * the disk lets us; latch the handle either way. */

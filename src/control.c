@@ -466,6 +466,25 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l)
 
 static int ctl_synced(struct oa_file *f);
 
+/* Flush the control file.  I9: a failure may have dropped what its page
+ * cache held, journal 0's records of a transaction in progress included,
+ * while the pages now look clean and the next flush returns 0: the live
+ * area says so (OA_LIVE_CTLERR), and journal 0's commits and writes that
+ * rely on the control file fail until recovery or the last close. */
+static int ctl_flush(struct oa_file *f)
+{
+	struct oa_live l;
+	if (oa_xfdatasync(f->cfd) == 0)
+		return 0;
+	int e = errno;
+	if (oa_live_read(f, &l) == 0) {
+		l.flags |= OA_LIVE_CTLERR | OA_LIVE_J0ERR;
+		oa_live_write(f, &l);
+	}
+	errno = e;
+	return -1;
+}
+
 int oa_ctl_read_ckpt(struct oa_file *f, uint64_t *ckpt, bool *foreign)
 {
 	struct oa_slot s;
@@ -509,7 +528,7 @@ int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt)
 	oa_killpoint(OA_KP_CKPT_WRITTEN);
 	/* I4/I5: the checkpoint record is durable before any journal record it
 	 * makes obsolete is overwritten. */
-	if (oa_xfdatasync(f->cfd) < 0)
+	if (ctl_flush(f) < 0)
 		return -1;
 	return ctl_synced(f);
 }
@@ -613,10 +632,25 @@ int oa_ctl_sync_locked(struct oa_file *f)
 	} else {
 		if (oa_live_read(f, &l) < 0)
 			return -1;
+		if (l.flags & OA_LIVE_CTLERR) {
+			/* I9: after a failed flush its header may be missing
+			 * on disk behind a page that looks clean: written
+			 * again (a new slot, so a new page write) and flushed,
+			 * never taken as flushed already. */
+			uint64_t ckpt;
+			bool foreign;
+			if (oa_ctl_read_ckpt(f, &ckpt, &foreign) < 0 ||
+			    oa_ctl_write_ckpt(f, ckpt) < 0)
+				return -1;
+			if (oa_live_read(f, &l) < 0)
+				return -1;
+			l.flags &= ~OA_LIVE_CTLERR;
+			return oa_live_write(f, &l);
+		}
 		if (l.flags & OA_LIVE_SYNCED)
 			return 0;
 	}
-	if (oa_xfdatasync(f->cfd) < 0)
+	if (ctl_flush(f) < 0)
 		return -1;
 	return ctl_synced(f);
 }

@@ -195,7 +195,10 @@ struct oa_commit_hdr {
  *     40 0 u32  44 crc32c of bytes 0..43.
  * 600 flags: OA_LIVE_SYNCED once a flush of the control file returned 0
  *     after it left the clean state (its initialisation is durable; bypass
- *     writes and extra journals rely on it); OA_LIVE_XHIGH
+ *     writes and extra journals rely on it); OA_LIVE_XHIGH; OA_LIVE_CTLERR
+ *     and OA_LIVE_J0ERR (a flush of the control file failed: what was in
+ *     its page cache, header and journal 0's records, may be lost behind
+ *     pages that look clean, I9)
  * A SIGKILL keeps the page cache, so a seal of this boot is evidence of
  * what was acknowledged; after a reboot it is stale (FORMAT.md, rule 6). */
 struct oa_live {
@@ -226,5 +229,10 @@ struct oa_live {
 #define OA_LIVE_FLAGS_OFF 600
 #define OA_LIVE_SYNCED    1ull
 #define OA_LIVE_XHIGH     2ull
+#define OA_LIVE_CTLERR    4ull   /* a flush of the control file failed:
+				  * its header may be missing on disk */
+#define OA_LIVE_J0ERR     8ull   /* ... and journal 0's records written
+				  * before it, until journal 0's next
+				  * generation */
 
 #endif

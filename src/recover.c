@@ -1096,8 +1096,12 @@ int oa_recover_locked(struct oa_file *f)
 	bool own = !S.fctl || (f->rflags & OA__RECOVER_ADOPT);
 	if (own && l.last_seq > top)
 		top = l.last_seq;
-	/* I5: flush what was replayed before the checkpoint says so. */
-	if (top > S.cckpt || S.fctl || S.ctl_bad) {
+	/* I5: flush what was replayed before the checkpoint says so.  After a
+	 * failed flush of the control file (I9) its header is written and
+	 * flushed again: the disk may lack it behind a page that looks
+	 * clean. */
+	if (top > S.cckpt || S.fctl || S.ctl_bad ||
+	    (l.flags & OA_LIVE_CTLERR)) {
 		if (S.nacc && oa_xfdatasync(f->tfd) < 0)
 			goto out;
 		if (oa_ctl_write_ckpt(f, top) < 0)
