@@ -903,12 +903,10 @@ int oa_commit_journal(struct oa_file *f)
 	 * into the page cache), no flush: a SIGKILL keeps it, and after a
 	 * power cut the boot id in the seal no longer matches. */
 	l.ack_seq = seq;
-	if (f->jidx == 0 && !(l.flags & OA_LIVE_SYNCED)) {
-		/* Journal 0's flush was the control file's: its state since
-		 * it left the clean one is durable (oa_ctl_flushed). */
-		l.flags |= OA_LIVE_SYNCED;
-		oa_ctl_identity(f, true);   /* evidence only: best effort */
-	}
+	/* Journal 0's flush was the control file's: its state since it
+	 * left the clean one is durable. */
+	if (f->jidx == 0)
+		oa_ctl_mark_synced(f, &l);
 	if (oa_live_write(f, &l) < 0) {
 		/* Committed, not applied, dirty marker set: the next committer
 		 * or opener replays it (I10). */

@@ -562,7 +562,7 @@ int oa_ctl_init_locked(struct oa_file *f)
 	 * flushed: the first commit flush of journal 0 carries it all, and
 	 * writes that do not go through journal 0 flush it first
 	 * (oa_ctl_sync_locked).  Once a flush has, the identity gets this
-	 * boot's id (oa_ctl_flushed): from then on, in this boot, a header
+	 * boot's id (oa_ctl_mark_synced): from then on, in this boot, a header
 	 * found missing is damage, even after a cut of the file system
 	 * (FS_IOC_SHUTDOWN) that did not reboot. */
 	if (size < OA_CTL_INIT && oa_xftruncate(f->cfd, OA_CTL_INIT) < 0)
@@ -576,8 +576,7 @@ int oa_ctl_init_locked(struct oa_file *f)
 		return -1;
 	if (oa_ctl_identity(f, false) < 0)
 		return -1;
-	if (!f->live)
-		map_live(f);
+	oa_ctl_map(f);
 	return 0;
 }
 
@@ -608,16 +607,16 @@ static int ctl_synced(struct oa_file *f)
 		return -1;
 	if (l.flags & OA_LIVE_SYNCED)
 		return 0;
-	l.flags |= OA_LIVE_SYNCED;
-	if (oa_live_write(f, &l) < 0)
-		return -1;
-	oa_ctl_identity(f, true);   /* evidence only: best effort */
-	return 0;
+	oa_ctl_mark_synced(f, &l);
+	return oa_live_write(f, &l);
 }
 
-int oa_ctl_flushed(struct oa_file *f)
+void oa_ctl_mark_synced(struct oa_file *f, struct oa_live *l)
 {
-	return ctl_synced(f);
+	if (l->flags & OA_LIVE_SYNCED)
+		return;
+	l->flags |= OA_LIVE_SYNCED;
+	oa_ctl_identity(f, true);   /* evidence only: best effort */
 }
 
 int oa_ctl_sync_locked(struct oa_file *f)

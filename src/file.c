@@ -178,6 +178,23 @@ static char *link_target(int dirfd, const char *path)
 	return out;
 }
 
+/* Open the existing file PATH with BASE flags, read-write unless ACC is
+ * O_RDONLY; a write-only caller who may not read gets O_WRONLY.  Sets
+ * f->tfd_rw. */
+static int open_existing(struct oa_file *f, int dirfd, const char *path,
+			 int base, int acc)
+{
+	int am = acc == O_RDONLY ? O_RDONLY : O_RDWR;
+	int fd = oa_xopenat(dirfd, path, base | am, 0);
+	if (fd < 0 && errno == EACCES && acc == O_WRONLY) {
+		am = O_WRONLY;
+		fd = oa_xopenat(dirfd, path, base | am, 0);
+	}
+	if (fd >= 0)
+		f->tfd_rw = am != O_RDONLY;
+	return fd;
+}
+
 static int open_target(struct oa_file *f, int dirfd, const char *path,
 		       int flags, mode_t mode, bool *created, bool *direct)
 {
@@ -195,14 +212,8 @@ static int open_target(struct oa_file *f, int dirfd, const char *path,
 		 * symbolic link, so its directory is PATH's (*DIRECT) and
 		 * need not be asked of /proc.  ELOOP: a link; the loop
 		 * below follows it. */
-		int am = acc == O_RDONLY ? O_RDONLY : O_RDWR;
-		fd = oa_xopenat(dirfd, path, base | am | O_NOFOLLOW, 0);
-		if (fd < 0 && errno == EACCES && acc == O_WRONLY) {
-			am = O_WRONLY;
-			fd = oa_xopenat(dirfd, path, base | am | O_NOFOLLOW, 0);
-		}
+		fd = open_existing(f, dirfd, path, base | O_NOFOLLOW, acc);
 		if (fd >= 0) {
-			f->tfd_rw = am != O_RDONLY;
 			*direct = true;
 			return fd;
 		}
@@ -225,15 +236,9 @@ static int open_target(struct oa_file *f, int dirfd, const char *path,
 			if (errno != EEXIST || (flags & O_EXCL))
 				goto out;
 		}
-		fd = oa_xopenat(dirfd, path, base | am, 0);
-		if (fd < 0 && errno == EACCES && acc == O_WRONLY) {
-			am = O_WRONLY;
-			fd = oa_xopenat(dirfd, path, base | am, 0);
-		}
-		if (fd >= 0) {
-			f->tfd_rw = am != O_RDONLY;
+		fd = open_existing(f, dirfd, path, base, acc);
+		if (fd >= 0)
 			goto out;
-		}
 		if (errno != ENOENT || !(flags & O_CREAT))
 			goto out;
 		/* EEXIST, then ENOENT: a dangling symbolic link (O_EXCL made
@@ -837,7 +842,7 @@ again:
 	}
 	if (oa_xfsize(f->tfd, &sc) < 0)
 		goto out;
-	v = f->pending ? view_size(f, sc) : sc;
+	v = view_size(f, sc);   /* pending: the fast path above took the rest */
 	if ((uint64_t)off >= v || n == 0) {
 		ret = 0;
 		goto out;

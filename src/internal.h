@@ -200,9 +200,10 @@ int oa_ctl_init_locked(struct oa_file *f);
  * recovery must not undo with commits an undurable truncation or
  * initialisation left behind.  Caller holds COMMIT. */
 int oa_ctl_sync_locked(struct oa_file *f);
-/* A flush of the control file (journal 0's commit flush) returned 0: the
- * live area and the identity say so.  Caller holds COMMIT. */
-int oa_ctl_flushed(struct oa_file *f);
+/* A flush of the control file returned 0 (journal 0's commit flush, one
+ * of its own): L, the live area as the caller will write it, says so, and
+ * the identity gets this boot's id.  Caller holds COMMIT. */
+void oa_ctl_mark_synced(struct oa_file *f, struct oa_live *l);
 /* Write the control file's identity (F's inode); IN_USE: with this boot's
  * id (it left the clean state in this boot), else without (clean). */
 int oa_ctl_identity(struct oa_file *f, bool in_use);
