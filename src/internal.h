@@ -20,6 +20,7 @@
 #include "format.h"
 #include "index.h"
 #include "sys.h"
+#include "oatomic-private.h"
 #include <stddef.h>
 #include <linux/ioctl.h>
 #include <linux/types.h>

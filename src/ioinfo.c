@@ -64,14 +64,21 @@ static const struct {
 	{ 0x73717368, "squashfs" },
 };
 
-static void fs_name(unsigned long magic, char out[16])
+const char *oa__fs_name(unsigned long magic)
 {
 	for (size_t i = 0; i < sizeof(fs_names) / sizeof(fs_names[0]); i++)
-		if ((unsigned long)fs_names[i].magic == magic) {
-			snprintf(out, 16, "%s", fs_names[i].name);
-			return;
-		}
-	snprintf(out, 16, "0x%lx", magic);
+		if ((unsigned long)fs_names[i].magic == magic)
+			return fs_names[i].name;
+	return NULL;
+}
+
+static void fs_name(unsigned long magic, char out[16])
+{
+	const char *n = oa__fs_name(magic);
+	if (n)
+		snprintf(out, 16, "%s", n);
+	else
+		snprintf(out, 16, "0x%lx", magic);
 }
 
 /* ---- probes ---- */

@@ -71,10 +71,24 @@ static int env_method(void)
 	const char *e = getenv("OATOMIC_METHOD");
 	if (!e || !*e)
 		return OA_METHOD_AUTO;
+	int m = oa__method_parse(e);
+	return m < 0 ? OA_METHOD_AUTO : m;
+}
+
+const char *oa__method_name(int method)
+{
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(e, names[i].name) == 0)
+		if (names[i].method == method)
+			return names[i].name;
+	return NULL;
+}
+
+int oa__method_parse(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i].name) == 0)
 			return names[i].method;
-	return OA_METHOD_AUTO;
+	return -1;
 }
 
 static bool pow2(uint64_t v)

@@ -77,4 +77,15 @@ int oa__recover_ex(const char *path, const char *jdir, unsigned flags,
  * Used by the kill tests to hit the windows between flushes for sure. */
 void oa__set_killpoint(int point);
 
+/* The one table of method names: "auto", "journal", "clone", "exchange",
+ * "kernel" for enum oa_method (NULL for another value), and back (-1 for an
+ * unknown name).  Tools, benchmarks and tests print and parse with these. */
+const char *oa__method_name(int method);
+int oa__method_parse(const char *name);
+
+/* The one table of file-system names: statfs f_type to "ext4", "xfs",
+ * "btrfs", "tmpfs", ... (NULL for one it does not know; oa_ioinfo's fs_name
+ * prints those as 0xMAGIC). */
+const char *oa__fs_name(unsigned long magic);
+
 #endif
