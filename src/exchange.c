@@ -178,22 +178,6 @@ out:
 	return r;
 }
 
-void oa_shadow_reset(struct oa_file *f)
-{
-	/* Its blocks are dead (old data after an exchange, or bytes of a
-	 * dropped transaction): give the space back.  They must go: the next
-	 * exchange moves every written block of its span.  If the truncate
-	 * fails, the shadow is dropped and the next transaction makes a new
-	 * one. */
-	if (f->sfd < 0 || !f->shadow_dirty)
-		return;
-	if (oa_xftruncate(f->sfd, 0) < 0) {
-		oa_xclose(f->sfd);
-		f->sfd = -1;
-	}
-	f->shadow_dirty = false;
-}
-
 /* Compose block [K, K+BS) (clipped to SIZE) in the shadow: the committed
  * bytes with every pending extent over them. */
 static int compose(struct oa_file *f, uint64_t k, uint64_t size)

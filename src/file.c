@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -31,7 +32,7 @@
 
 #define OA_OFF_MAX ((uint64_t)INT64_MAX)
 
-enum { P_WORK = 0, P_CHECK = OA_PURPOSE_CHECK, P_RECOVER = 2 };
+enum { P_WORK = 0, P_CHECK = 1, P_RECOVER = 2 };
 
 /* Does the longest journal name fit in NAME_MAX for PATH's last component:
  * ".NAME.oaj-4095", or with a journal directory (JDIR), where the names
@@ -64,7 +65,7 @@ static void unlock_all(struct oa_file *f)
 		oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0);
 }
 
-void oa_handle_free(struct oa_file *f)
+static void oa_handle_free(struct oa_file *f)
 {
 	if (!f)
 		return;
@@ -83,23 +84,6 @@ void oa_handle_free(struct oa_file *f)
 	free(f->buf);
 	free(f->prefix);
 	free(f);
-}
-
-int oa_target_writable(struct oa_file *f)
-{
-	char proc[64];
-	int fd;
-	if (f->tfd_rw)
-		return 0;
-	/* Reopen the same inode for writing (recovery by a reader). */
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->tfd);
-	fd = oa_xopenat(AT_FDCWD, proc, O_RDWR, 0);
-	if (fd < 0)
-		return -1;
-	oa_xclose(f->tfd);
-	f->tfd = fd;
-	f->tfd_rw = true;
-	return 0;
 }
 
 /* A directory we may search but not read (mode 0711) still works: names in
@@ -605,7 +589,7 @@ static struct oa_file *handle_open(int dirfd, const char *path, int flags,
 	return handle_open_ex(dirfd, path, flags, mode, o, purpose, 0, NULL);
 }
 
-struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
+static struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
 			      const char *jdir)
 {
 	struct oa_options o = { .size = sizeof(o), .journal_dir = jdir };
@@ -669,6 +653,28 @@ int oa__ctl_path(const char *path, const char *jdir, char *out, size_t n)
 		return -1;
 	}
 	return 0;
+}
+
+int oa__check(const char *path, const char *jdir, FILE *out)
+{
+	struct oa_file *f = oa_handle_for(AT_FDCWD, path, P_CHECK, jdir);
+	int r;
+
+	if (!f) {
+		if (errno != EPERM)
+			return -1;
+		/* oa_ctl_open refused the control file (GUARANTEES.md §10). */
+		if (out)
+			fprintf(out, "%s: control file is not a regular file owned "
+				"by the file's owner, root or you, or is writable "
+				"by others: not trusted\n", path);
+		return 2;
+	}
+	r = oa_check_handle(f, path, out);
+	int e = errno;
+	oa_handle_free(f);
+	errno = e;
+	return r;
 }
 
 int oa__recover_opts(const char *path, const char *jdir)
@@ -1174,4 +1180,70 @@ int oa_close(oa_file *f)
 	oa_handle_free(f);
 	errno = e;
 	return r;
+}
+
+
+/* ---- oa_ioinfo ---- */
+
+int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
+{
+	struct oa_ioinfo io;
+	struct oa_caps c;
+	struct statfs sfs;
+	size_t given, n;
+
+	if (!f) {
+		errno = EBADF;
+		return -1;
+	}
+	if (!info || info->size < offsetof(struct oa_ioinfo, method) +
+				  sizeof(int)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (f->latched) {
+		errno = EIO;
+		return -1;
+	}
+	given = info->size;
+	if (oa_caps_get(f, &c) < 0)
+		return -1;
+
+	memset(&io, 0, sizeof(io));
+	io.size = given;
+	/* A read-only handle never commits: report what a writer would use. */
+	io.method = oa_method_of(f, &c);
+	io.fs_magic = c.fs_magic;
+	const char *fsn = oa__fs_name(io.fs_magic);
+	if (fsn)
+		snprintf(io.fs_name, sizeof(io.fs_name), "%s", fsn);
+	else
+		snprintf(io.fs_name, sizeof(io.fs_name), "0x%lx", io.fs_magic);
+	io.block_size = c.blk;
+	io.dio_mem_align = c.dio_mem;
+	io.dio_offset_align = c.dio_off;
+	io.atomic_write_unit_min = c.awu_min;
+	io.atomic_write_unit_max = c.awu_max;
+	io.atomic_write_segments_max = c.awu_segs;
+	io.atomic_write_unit_hw_max = c.awu_hw;
+	io.reflink = c.reflink;
+	io.exchange = c.exchange;
+	io.rwf_atomic = c.rwf_atomic;
+
+	/* largest transaction: free space of the journal's file system less
+	 * a reserve of 1/64, capped by the handle's option */
+	if (oa_sys->fstatfs(f->dfd, &sfs) < 0)
+		return -1;
+	uint64_t bsize = sfs.f_bsize > 0 ? (uint64_t)sfs.f_bsize : 0;
+	uint64_t avail = (uint64_t)sfs.f_bavail;
+	uint64_t bytes = bsize && avail > UINT64_MAX / bsize ? UINT64_MAX
+							     : avail * bsize;
+	bytes -= bytes / 64;
+	if (f->opt.max_txn_bytes && bytes > f->opt.max_txn_bytes)
+		bytes = f->opt.max_txn_bytes;
+	io.max_txn_bytes = bytes;
+
+	n = given < sizeof(io) ? given : sizeof(io);
+	memcpy(info, &io, n);
+	return 0;
 }

@@ -131,6 +131,11 @@ static inline uint16_t oa_get16(const unsigned char *p)
 	return le16toh(v);
 }
 
+static inline bool oa_pow2(uint64_t v)
+{
+	return v && (v & (v - 1)) == 0;
+}
+
 static inline uint64_t oa_align_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) & ~(a - 1);

@@ -161,7 +161,29 @@ static inline int oa_need_buf(struct oa_file *f)
 	return 0;
 }
 
-/* ---- journal.c: slots and records ---- */
+/*
+ * The layers, from the bottom (docs/ARCHITECTURE.md; tests/layers.sh
+ * checks that every call between files goes down this list):
+ *
+ *   sys.c, crc32c.c, index.c   the seam, checksums, the pending index
+ *   record.c      on-disk encodings: header slots, records, commit bodies
+ *   ioinfo.c      what the file system can do (probed, cached)
+ *   control.c     the control file: identity, checkpoint, live area, names
+ *   method.c      which method a handle uses
+ *   clone.c       the clone method's primitives (used by apply)
+ *   apply.c       writing a commit into the file
+ *   checkpoint.c  checkpoint, and the last close's clean state
+ *   recover.c     scanning journals, replay, healing, check
+ *   home.c        where a file's control file lives
+ *   journal.c     a handle's journal: acquire, append, recycle; its
+ *                 pending transaction
+ *   commit.c      the commit protocol's shared begin and end, and the
+ *                 journal method's commit
+ *   kernel.c, exchange.c   the methods that bypass the journal
+ *   file.c        the public calls
+ */
+
+/* ---- record.c: on-disk encodings ---- */
 void oa_slot_encode(unsigned char out[OA_SLOT_BYTES], const char *magic,
 		    const struct oa_slot *s);
 /* 0 valid, -1 invalid (bad magic, version or crc), 1 all zeros. */
@@ -187,7 +209,44 @@ void oa_rec_encode(unsigned char out[OA_REC_HDR], const struct oa_rec *r);
 /* 0 if the header is well formed with a good crc, -1 otherwise. */
 int oa_rec_decode(const unsigned char in[OA_REC_HDR], struct oa_rec *r);
 
-/* ---- control.c ---- */
+/* The commit record's body (format.h): the fixed part, then NOPS ops.
+ * oa_commit_body_len is its length; oa_commit_encode writes the fixed part
+ * and oa_op_put op I.  oa_commit_decode reads the fixed part of a body of
+ * LEN bytes: 0, or -1 when LEN does not fit its op count; oa_op_get reads
+ * op I of a body so checked. */
+struct oa_op {
+	uint64_t off, len, joff;
+};
+static inline uint64_t oa_commit_body_len(uint64_t nops)
+{
+	return OA_COMMIT_FIXED + nops * OA_OP_BYTES;
+}
+void oa_commit_encode(unsigned char *body, const struct oa_commit_hdr *ch);
+void oa_op_put(unsigned char *body, uint64_t i, const struct oa_op *op);
+int oa_commit_decode(const unsigned char *body, uint64_t len,
+		     struct oa_commit_hdr *ch);
+void oa_op_get(const unsigned char *body, uint64_t i, struct oa_op *op);
+uint64_t oa_random64(void);
+
+/* ---- ioinfo.c: what the file system can do ---- */
+/* What the file system of F can do (probed with real calls, cached per file
+ * system; see ioinfo.c). */
+struct oa_caps {
+	unsigned long fs_magic;
+	uint32_t blk;                 /* statfs f_bsize */
+	uint32_t dio_mem, dio_off;    /* STATX_DIOALIGN, 0 none */
+	uint32_t awu_min, awu_max, awu_segs;  /* STATX_WRITE_ATOMIC, 0 none */
+	/* largest atomic write the device does itself (ioinfo.c,
+	 * dev_atomic_max); beyond it the file system writes out of place */
+	uint32_t awu_hw;
+	bool reflink, exchange, rwf_atomic;
+	/* the file system can clone or exchange, but the journal directory
+	 * is on another one: reflink and exchange were cleared (ioinfo.c) */
+	bool xdev;
+};
+int oa_caps_get(struct oa_file *f, struct oa_caps *c);
+
+/* ---- control.c: the control file ---- */
 int oa_ctl_open(struct oa_file *f, bool create);
 /* Make the control file leave the clean state (OA_CLEAN_SIZE bytes):
  * identity, header slot with a new era, live area, all unflushed (the
@@ -245,6 +304,53 @@ int oa_create_atomic(struct oa_file *f, const char *name,
 		     int (*fill)(struct oa_file *f, int fd, void *arg),
 		     void *arg);
 
+/* ---- method.c: which method a handle uses ---- */
+#define OA_STAGE_MAX (1u << 20)
+/* Resolve f->opt.method into what the handle may use.  EOPNOTSUPP for a
+ * forced method the file system cannot do. */
+int oa_method_resolve(struct oa_file *f);
+/* AUTO, not forced by OATOMIC_METHOD: a writer's handle resolves it at its
+ * first change (f->method_lazy), not at open. */
+bool oa_method_deferred(const struct oa_file *f);
+/* A handle that only recovers (or reads): replaying a clone record clones
+ * where the file system lets it, else copies; what the file system can do
+ * is looked up only once there is something to replay (oa_method_replay),
+ * not at every open. */
+void oa_method_recovery(struct oa_file *f);
+void oa_method_replay(struct oa_file *f);
+/* The method AUTO uses on a file system that can do C. */
+int oa_method_auto(const struct oa_file *f, const struct oa_caps *c);
+/* What oa_ioinfo reports: the handle's method, or what a writer would use. */
+int oa_method_of(const struct oa_file *f, const struct oa_caps *c);
+/* ---- clone.c: the clone method's primitives ---- */
+/* The clone part of an op [OFF, OFF+LEN) whose bytes are at JOFF in a
+ * journal: whole blocks [*A, *B) that may be cloned.  False: copy it all. */
+bool oa_clone_span(const struct oa_file *f, uint64_t off, uint64_t len,
+		   uint64_t joff, uint64_t *a, uint64_t *b);
+/* Is JFD's data always written out of place (Btrfs, not nodatacow)?  Then
+ * the journal cannot write over a block the file still maps (I12). */
+bool oa_journal_cow(const struct oa_file *f, int jfd);
+/* Clone [A, B) of the file from JOFF of JFD.  0; 1 cloning does not work
+ * here (the caller copies; the handle stops trying); -1 error. */
+int oa_clone_in(struct oa_file *f, int jfd, uint64_t a, uint64_t b,
+		uint64_t joff);
+/* ---- apply.c: a commit into the file ---- */
+/* Apply one commit (already validated), whose BODY is in journal JFD, into
+ * f->tfd, under APPLY. */
+int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
+	     const unsigned char *body);
+/* Make f->tfd writable (a reader that recovers reopens the inode). */
+int oa_target_writable(struct oa_file *f);
+
+/* ---- checkpoint.c ---- */
+/* Every applied commit durable in the file, then the checkpoint record
+ * (I5).  Caller holds COMMIT and has healed. */
+int oa_checkpoint_locked(struct oa_file *f);
+/* The last handle closes (or recovery ends alone): the file holds every
+ * commit durably, extra journals go, the control file is cut back to its
+ * clean length.  Caller holds OPEN exclusive and COMMIT, and has healed. */
+int oa_clean_locked(struct oa_file *f);
+
 /* ---- recover.c ---- */
 /* Finish or discard what crashed commits left behind: replay, in sequence
  * order, every committed transaction newer than the checkpoint, from every
@@ -253,12 +359,11 @@ int oa_create_atomic(struct oa_file *f, const char *name,
 int oa_recover_locked(struct oa_file *f);
 int oa_needs_recovery(struct oa_file *f);
 /* If the live area says a committer died mid-commit, recover.  Caller holds
- * COMMIT. */
-/* LP (may be NULL) receives the live area as it is afterwards. */
+ * COMMIT.  LP (may be NULL) receives the live area as it is afterwards. */
 int oa_heal_locked(struct oa_file *f, struct oa_live *lp);
-/* Apply one commit (already validated) from journal JFD into f->tfd. */
-int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
-	     const unsigned char *ops);
+/* oatomic check on an open handle F of PATH: findings to OUT; 0 clean, 1
+ * pending, 2 damaged or foreign, -1 error (oa__check). */
+int oa_check_handle(struct oa_file *f, const char *path, FILE *out);
 
 /* ---- home.c: where the control file and journals live ---- */
 /* Set f->dfd and f->prefix to F's home (home.c, H1-H4): the one its home
@@ -277,53 +382,49 @@ int oa_home_leave(struct oa_file *f, const char *base);
  * directory (best effort). */
 void oa_home_refresh(struct oa_file *f);
 
-/* ---- ioinfo.c ---- */
-/* What the file system of F can do (probed with real calls, cached per file
- * system; see ioinfo.c). */
-struct oa_caps {
-	unsigned long fs_magic;
-	uint32_t blk;                 /* statfs f_bsize */
-	uint32_t dio_mem, dio_off;    /* STATX_DIOALIGN, 0 none */
-	uint32_t awu_min, awu_max, awu_segs;  /* STATX_WRITE_ATOMIC, 0 none */
-	/* largest atomic write the device does itself (ioinfo.c,
-	 * dev_atomic_max); beyond it the file system writes out of place */
-	uint32_t awu_hw;
-	bool reflink, exchange, rwf_atomic;
-	/* the file system can clone or exchange, but the journal directory
-	 * is on another one: reflink and exchange were cleared (ioinfo.c) */
-	bool xdev;
-};
-int oa_caps_get(struct oa_file *f, struct oa_caps *c);
+/* ---- journal.c: a handle's journal and its pending transaction ---- */
+/* Exchange method.  Index extents whose joff has OA_SHADOW set hold their
+ * bytes in the shadow file (at joff & ~OA_SHADOW), not in the journal. */
+#define OA_SHADOW (1ull << 63)
+/* The descriptor and offset that hold the pending bytes of extent E. */
+static inline int oa_ext_fd(const struct oa_file *f, const struct oa_ext *e,
+			    uint64_t *joff)
+{
+	*joff = e->joff & ~OA_SHADOW;
+	return (e->joff & OA_SHADOW) ? f->sfd : f->jfd;
+}
+int oa_journal_acquire(struct oa_file *f);
+int oa_journal_reset(struct oa_file *f);
+/* Start the handle's journal over (I6, I12).  Caller holds COMMIT and has
+ * healed. */
+int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep);
+/* Room ahead in journal 0 for a handle that commits again. */
+void oa_journal_grow(struct oa_file *f);
+int oa_rec_close(struct oa_file *f);
+int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
+		      size_t total, uint64_t off);
+/* The pending transaction is gone (committed or dropped): the index, the
+ * stage, the shadow's blocks, the open record. */
+void oa_txn_drop(struct oa_file *f);
+/* Empty the shadow (its blocks are dead). */
+void oa_shadow_reset(struct oa_file *f);
 
-/* ---- method.c: choosing and running the out-of-place methods ---- */
-#define OA_STAGE_MAX (1u << 20)
-/* Resolve f->opt.method into what the handle may use.  EOPNOTSUPP for a
- * forced method the file system cannot do. */
-int oa_method_resolve(struct oa_file *f);
-/* AUTO, not forced by OATOMIC_METHOD: a writer's handle resolves it at its
- * first change (f->method_lazy), not at open. */
-bool oa_method_deferred(const struct oa_file *f);
-/* A handle that only recovers (or reads): replaying a clone record clones
- * where the file system lets it, else copies; what the file system can do
- * is looked up only once there is something to replay (oa_method_replay),
- * not at every open. */
-void oa_method_recovery(struct oa_file *f);
-void oa_method_replay(struct oa_file *f);
-/* The method AUTO uses on a file system that can do C. */
-int oa_method_auto(const struct oa_file *f, const struct oa_caps *c);
-/* What oa_ioinfo reports: the handle's method, or what a writer would use. */
-int oa_method_of(const struct oa_file *f, const struct oa_caps *c);
-/* The clone part of an op [OFF, OFF+LEN) whose bytes are at JOFF in a
- * journal: whole blocks [*A, *B) that may be cloned.  False: copy it all. */
-bool oa_clone_span(const struct oa_file *f, uint64_t off, uint64_t len,
-		   uint64_t joff, uint64_t *a, uint64_t *b);
-/* Is JFD's data always written out of place (Btrfs, not nodatacow)?  Then
- * the journal cannot write over a block the file still maps (I12). */
-bool oa_journal_cow(const struct oa_file *f, int jfd);
-/* Clone [A, B) of the file from JOFF of JFD.  0; 1 cloning does not work
- * here (the caller copies; the handle stops trying); -1 error. */
-int oa_clone_in(struct oa_file *f, int jfd, uint64_t a, uint64_t b,
-		uint64_t joff);
+/* ---- commit.c: the commit protocol ---- */
+/* Every commit path opens alike: take COMMIT, finish a dead committer's
+ * work (I10), read the live area into L and the file's size into FSIZE
+ * (NULL: not needed).  0 with COMMIT held; -1 without. */
+int oa_commit_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize);
+/* ... and ends by releasing COMMIT. */
+void oa_commit_end(struct oa_file *f);
+/* A method that writes the file without the journal (kernel, exchange)
+ * leaves nothing to replay, so nothing may be replayed over it: every
+ * journal commit checkpointed (I11), the control file's state durable
+ * (I14).  Under COMMIT, after oa_commit_begin filled L; a failure with EIO
+ * latches the handle. */
+int oa_commit_bypass_ready(struct oa_file *f, struct oa_live *l);
+int oa_commit_journal(struct oa_file *f);
+
+/* ---- kernel.c: the kernel method ---- */
 /* Kernel method: is this write (into an empty transaction) one to stage? */
 bool oa_stage_fits(struct oa_file *f, uint64_t off, uint64_t len);
 int oa_stage(struct oa_file *f, const struct iovec *iov, int cnt,
@@ -336,16 +437,7 @@ int oa_unstage(struct oa_file *f);
  * latched). */
 int oa_commit_kernel(struct oa_file *f);
 
-/* Exchange method.  Index extents whose joff has OA_SHADOW set hold their
- * bytes in the shadow file (at joff & ~OA_SHADOW), not in the journal. */
-#define OA_SHADOW (1ull << 63)
-/* The descriptor and offset that hold the pending bytes of extent E. */
-static inline int oa_ext_fd(const struct oa_file *f, const struct oa_ext *e,
-			    uint64_t *joff)
-{
-	*joff = e->joff & ~OA_SHADOW;
-	return (e->joff & OA_SHADOW) ? f->sfd : f->jfd;
-}
+/* ---- exchange.c: the exchange method ---- */
 /* Does a write of TOTAL bytes at OFF put whole blocks into the shadow? */
 bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total);
 /* Such a write: whole blocks to the shadow, the edges to the journal.
@@ -356,48 +448,9 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 /* Move the shadow's pending bytes into the journal (before a journal
  * commit).  0 or -1. */
 int oa_unshadow(struct oa_file *f);
-/* Empty the shadow (its blocks are dead). */
-void oa_shadow_reset(struct oa_file *f);
 /* Commit by XFS range exchange.  0 done; 1 not possible (the caller moves
  * the shadow into the journal and commits there); -1 error. */
 int oa_commit_exchange(struct oa_file *f);
-
-/* ---- file.c ---- */
-/* A handle on PATH for oatomic check (read-only, creates nothing) or for
- * recovery; oa_handle_free closes and frees any handle. */
-#define OA_PURPOSE_CHECK 1
-struct oa_file *oa_handle_for(int dirfd, const char *path, int purpose,
-			      const char *jdir);
-void oa_handle_free(struct oa_file *f);
-
-/* ---- commit.c ---- */
-int oa_commit_journal(struct oa_file *f);
-int oa_checkpoint_locked(struct oa_file *f);
-/* The last handle closes (or recovery ends alone): the file holds every
- * commit durably, extra journals go, the control file is cut back to its
- * clean length.  Caller holds OPEN exclusive and COMMIT, and has healed. */
-int oa_clean_locked(struct oa_file *f);
-int oa_journal_acquire(struct oa_file *f);
-int oa_journal_reset(struct oa_file *f);
-int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep);
-int oa_rec_close(struct oa_file *f);
-int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
-		      size_t total, uint64_t off);
-void oa_txn_drop(struct oa_file *f);
-void oa_killpoint(int point);
-int oa_target_writable(struct oa_file *f);
-
-/* Kill points (tests): where oa_killpoint() may stop the process. */
-#define OA_KP_RECORD_WRITTEN   1  /* commit record written, not flushed */
-#define OA_KP_FLUSHED          2  /* commit durable, nothing applied */
-#define OA_KP_HALF_APPLIED     3  /* first op applied in place */
-#define OA_KP_APPLIED          4  /* applied, dirty marker still set */
-#define OA_KP_CKPT_TARGET      5  /* checkpoint or last close: file flushed */
-#define OA_KP_CKPT_WRITTEN     6  /* checkpoint record written, not flushed;
-				   * last close: control file cut back to
-				   * clean, not flushed */
-
-uint64_t oa_random64(void);
 
 /*
  * Planted protocol bugs, for `make crash-mutants` only: a build with

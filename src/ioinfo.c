@@ -72,15 +72,6 @@ const char *oa__fs_name(unsigned long magic)
 	return NULL;
 }
 
-static void fs_name(unsigned long magic, char out[16])
-{
-	const char *n = oa__fs_name(magic);
-	if (n)
-		snprintf(out, 16, "%s", n);
-	else
-		snprintf(out, 16, "0x%lx", magic);
-}
-
 /* ---- probes ---- */
 
 /* A probe's outcome: it worked, it cannot work here, or it could not be
@@ -469,62 +460,3 @@ int oa_caps_get(struct oa_file *f, struct oa_caps *c)
 }
 
 /* ---- oa_ioinfo ---- */
-
-int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
-{
-	struct oa_ioinfo io;
-	struct oa_caps c;
-	struct statfs sfs;
-	size_t given, n;
-
-	if (!f) {
-		errno = EBADF;
-		return -1;
-	}
-	if (!info || info->size < offsetof(struct oa_ioinfo, method) +
-				  sizeof(int)) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (f->latched) {
-		errno = EIO;
-		return -1;
-	}
-	given = info->size;
-	if (oa_caps_get(f, &c) < 0)
-		return -1;
-
-	memset(&io, 0, sizeof(io));
-	io.size = given;
-	/* A read-only handle never commits: report what a writer would use. */
-	io.method = oa_method_of(f, &c);
-	io.fs_magic = c.fs_magic;
-	fs_name(io.fs_magic, io.fs_name);
-	io.block_size = c.blk;
-	io.dio_mem_align = c.dio_mem;
-	io.dio_offset_align = c.dio_off;
-	io.atomic_write_unit_min = c.awu_min;
-	io.atomic_write_unit_max = c.awu_max;
-	io.atomic_write_segments_max = c.awu_segs;
-	io.atomic_write_unit_hw_max = c.awu_hw;
-	io.reflink = c.reflink;
-	io.exchange = c.exchange;
-	io.rwf_atomic = c.rwf_atomic;
-
-	/* largest transaction: free space of the journal's file system less
-	 * a reserve of 1/64, capped by the handle's option */
-	if (oa_sys->fstatfs(f->dfd, &sfs) < 0)
-		return -1;
-	uint64_t bsize = sfs.f_bsize > 0 ? (uint64_t)sfs.f_bsize : 0;
-	uint64_t avail = (uint64_t)sfs.f_bavail;
-	uint64_t bytes = bsize && avail > UINT64_MAX / bsize ? UINT64_MAX
-							     : avail * bsize;
-	bytes -= bytes / 64;
-	if (f->opt.max_txn_bytes && bytes > f->opt.max_txn_bytes)
-		bytes = f->opt.max_txn_bytes;
-	io.max_txn_bytes = bytes;
-
-	n = given < sizeof(io) ? given : sizeof(io);
-	memcpy(info, &io, n);
-	return 0;
-}

@@ -1,164 +1,486 @@
 /*
- * journal.c - encoding of header slots and record headers (format.h).
+ * journal.c - a handle's journal and its pending transaction.
+ *
+ * Journal 0 lives in the control file (from OA_J0_SLOT); further concurrent
+ * writers take extra journals, .NAME.oaj-K (docs/FORMAT.md).  Here: taking
+ * one (acquire: the owner lock, healing, the control file leaving its
+ * clean state, I8 and I15 for extra journals), starting a new generation
+ * (reset, recycle: I6, I12), appending the pending data as records
+ * (clone-placed ones included), growing journal 0 for a handle that keeps
+ * committing, and dropping a transaction (its index, stage and shadow).
+ * The commit record itself is commit.c's.
  */
 #include <errno.h>
-#include <sys/random.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "crc32c.h"
 #include "internal.h"
-#include "oatomic-private.h"
 
-void oa_slot_encode(unsigned char out[OA_SLOT_BYTES], const char *magic,
-		    const struct oa_slot *s)
+static int fill_jnl(struct oa_file *f, int fd, void *arg)
 {
-	memset(out, 0, OA_SLOT_BYTES);
-	memcpy(out, magic, 8);
-	oa_put32(out + 8, OA_VERSION);
-	oa_put64(out + 16, s->slot_seq);
-	oa_put64(out + 24, s->a);
-	oa_put64(out + 32, s->ino);
-	oa_put64(out + 40, s->igen);
-	oa_put64(out + 48, s->era);
-	oa_put32(out + 508, oa_crc32c(0, out, 508));
-}
-
-int oa_slot_decode(const unsigned char in[OA_SLOT_BYTES], const char *magic,
-		   struct oa_slot *s)
-{
-	bool zero = true;
-	for (int i = 0; i < OA_SLOT_BYTES && zero; i++)
-		zero = in[i] == 0;
-	if (zero)
-		return 1;
-	if (memcmp(in, magic, 8) || oa_get32(in + 8) != OA_VERSION ||
-	    oa_get32(in + 508) != oa_crc32c(0, in, 508))
+	struct rlimit rl;
+	/* A file size limit below the ring: fail as pwrite(2) would, but
+	 * before writing, and without the SIGXFSZ the kernel would send. */
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < OA_JRNL_INITIAL) {
+		errno = EFBIG;
 		return -1;
-	s->slot_seq = oa_get64(in + 16);
-	s->a = oa_get64(in + 24);
-	s->ino = oa_get64(in + 32);
-	s->igen = oa_get64(in + 40);
-	s->era = oa_get64(in + 48);
+	}
+	struct oa_slot s = { .slot_seq = 0, .a = oa_random64(), .ino = f->ino,
+			     .igen = f->igen, .era = f->era };
+	(void)arg;
+	if (oa_need_buf(f) < 0)
+		return -1;
+	if (oa_slot_write(fd, 0, OA_JNL_MAGIC, &s) < 0)
+		return -1;
+	/* Zero-filled, not fallocated: the commit flush then overwrites
+	 * written blocks and never has to allocate, convert unwritten extents
+	 * or change the size (one flush, no file-system transaction). */
+	memset(f->buf, 0, OA_BUF_BYTES);
+	for (uint64_t off = OA_DATA_START; off < OA_JRNL_INITIAL;) {
+		size_t n = OA_BUF_BYTES;
+		if (off + n > OA_JRNL_INITIAL)
+			n = OA_JRNL_INITIAL - off;
+		if (oa_pwrite_full(fd, f->buf, n, (off_t)off) < 0)
+			return -1;
+		off += n;
+	}
 	return 0;
 }
 
-static int slot_read1(int fd, off_t off, const char *magic, struct oa_slot *s)
+int oa_journal_reset(struct oa_file *f)
 {
-	unsigned char b[OA_SLOT_BYTES];
-	ssize_t r = oa_xpread(fd, b, sizeof(b), off);
-	if (r < 0)
-		return -2;
-	if (r < (ssize_t)sizeof(b))
-		memset(b + r, 0, sizeof(b) - (size_t)r);
-	return oa_slot_decode(b, magic, s);
+	struct oa_slot s = { .slot_seq = f->jslot_seq + 1,
+			     .a = oa_random64(), .ino = f->ino,
+			     .igen = f->igen, .era = f->era };
+	/* No flush: records of the old generation are all checkpointed (I6),
+	 * so losing this write loses nothing; records of the new generation
+	 * only count once a commit flush has made this slot durable too. */
+	if (oa_slot_write(f->jfd, f->jbase, OA_JNL_MAGIC, &s) < 0)
+		return -1;
+	f->jslot_seq = s.slot_seq;
+	f->gen = s.a;
+	f->pos = f->jdata;
+	if (f->jidx == 0) {
+		/* A new generation's records are all written after any flush
+		 * of the control file that failed before: they are not lost
+		 * behind clean pages (OA_LIVE_J0ERR). */
+		struct oa_live l;
+		if (oa_live_read(f, &l) == 0 && (l.flags & OA_LIVE_J0ERR)) {
+			l.flags &= ~OA_LIVE_J0ERR;
+			oa_live_write(f, &l);
+		}
+	}
+	f->tx_id = 1;
+	f->tx_start = f->pos;
+	f->rec_open = false;
+	f->jplaced = false;
+	return 0;
 }
 
-int oa_slot_read1(int fd, uint64_t off, const char *magic, struct oa_slot *s)
+static uint64_t live_jmax(const struct oa_live *l, int k)
 {
-	int r = slot_read1(fd, (off_t)off, magic, s);
-	if (r == -2)
-		return -1;
-	if (r == -1)
-		errno = EUCLEAN;
-	return r;
+	return k < OA_LIVE_JMAX ? l->jmax[k] : l->last_seq;
 }
 
-int oa_slots_read(int fd, uint64_t base, const char *magic, struct oa_slot *s)
+/*
+ * Start this handle's journal over.  I6: every commit it holds must be
+ * checkpointed first, so checkpoint when the live area says it holds one
+ * newer than the checkpoint.  A journal grown beyond KEEP bytes, or one
+ * whose generation placed records for cloning (I12), is cut back to its
+ * initial size; then a new generation.  Caller holds COMMIT and has healed
+ * (the live area is current).
+ */
+int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 {
-	struct oa_slot a, b;
-	int ra = slot_read1(fd, (off_t)(base + OA_SLOT_A), magic, &a);
-	int rb = slot_read1(fd, (off_t)(base + OA_SLOT_B), magic, &b);
-	if (ra == -2 || rb == -2)
+	struct oa_live l;
+	uint64_t jsize;
+
+	if (oa_live_read(f, &l) < 0)
 		return -1;
-	if (ra == 0 && rb == 0) {
-		*s = a.slot_seq >= b.slot_seq ? a : b;
+	if (live_jmax(&l, f->jidx) > l.ckpt_seq && !MUTANT(21) &&
+	    oa_checkpoint_locked(f) < 0)
+		return -1;
+	/* I12: a generation that placed records for cloning leaves none of
+	 * its blocks to the next (unless the file system never writes them in
+	 * place: Btrfs), nor does a journal taken over (KEEP is then the
+	 * initial size), whose last owner may have placed some.  All its
+	 * commits are checkpointed (I6), so the cut loses nothing; where it
+	 * is needed and fails, no new generation starts. */
+	if (f->jplaced && !f->jcow && !MUTANT(24))
+		keep = OA_JRNL_INITIAL;
+	if (oa_xfsize(f->jfd, &jsize) < 0) {
+		if (keep == OA_JRNL_INITIAL)
+			return -1;
+		jsize = 0;
+	}
+	if (jsize > keep && oa_xftruncate(f->jfd, OA_JRNL_INITIAL) < 0 &&
+	    keep == OA_JRNL_INITIAL)
+		return -1;
+	return oa_journal_reset(f);
+}
+
+static int name_durable(struct oa_file *f, int k, bool fresh)
+{
+	struct oa_live l;
+	uint64_t bit = k < 64 ? 1ull << k : 0;
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	if (bit && (l.jnamed & bit))
+		return 0;
+	if (!fresh && !MUTANT(23) && oa_xfsync(f->dfd) < 0)
+		return -1;
+	if (!bit) {
+		/* No jmax slot for it: the last close checkpoints durably
+		 * before it removes the extra journals (I14). */
+		if (l.flags & OA_LIVE_XHIGH)
+			return 0;
+		l.flags |= OA_LIVE_XHIGH;
+		return oa_live_write(f, &l);
+	}
+	l.jnamed |= bit;
+	return oa_live_write(f, &l);
+}
+
+/* Take journal 0, in the control file, if no other handle has it: a
+ * second descriptor of the control file, whose own lock byte says who owns
+ * it.  1 taken, 0 another handle's, -1 error. */
+static int take_j0(struct oa_file *f)
+{
+	char name[NAME_MAX + 1];
+	int fd;
+	if (oa_name(f, name, sizeof(name), OA_NAME_CTL, 0) < 0)
+		return -1;
+	fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return -1;
+	if (oa_lock(fd, OA_LOCK_J0, F_WRLCK, 0) < 0) {
+		oa_xclose(fd);
+		return errno == EAGAIN ? 0 : -1;
+	}
+	f->jfd = fd;
+	f->jidx = 0;
+	f->jbase = OA_J0_SLOT;
+	f->jdata = OA_J0_DATA;
+	f->jlock = OA_LOCK_J0;
+	return 1;
+}
+
+/* Take an extra journal file, .NAME.oaj-K (K >= 1), making one if none is
+ * free.  0 or -1. */
+static int take_extra(struct oa_file *f, bool *fresh_out)
+{
+	char name[NAME_MAX + 1];
+	int fd;
+
+	for (int k = 1; k < 4096; k++) {
+		bool fresh = false;
+		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
+			return -1;
+		fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
+		if (fd < 0 && errno == ENOENT) {
+			fd = oa_create_atomic(f, name, fill_jnl, NULL);
+			fresh = fd >= 0;   /* its name is durable (I8) */
+			if (fd < 0 && errno == EEXIST) {
+				k--;   /* someone else created it: look again */
+				continue;
+			}
+		} else if (fd >= 0 && oa_check_safe(f, fd) < 0 &&
+			   (errno != EPERM || oa_narrow(f, fd) < 0)) {
+			/* Someone else's: skipped.  Ours, wider than the file
+			 * now (the file was chmod-ed), is narrowed: whatever
+			 * it holds is checkpointed before reuse. */
+			oa_xclose(fd);
+			continue;
+		}
+		if (fd < 0)
+			return -1;
+		if (oa_lock(fd, OA_LOCK_OWNER, F_WRLCK, 0) < 0) {
+			oa_xclose(fd);
+			if (errno == EAGAIN)
+				continue;   /* another handle's journal */
+			return -1;
+		}
+		f->jfd = fd;
+		f->jidx = k;
+		f->jbase = 0;
+		f->jdata = OA_DATA_START;
+		f->jlock = OA_LOCK_OWNER;
+		*fresh_out = fresh;
 		return 0;
 	}
-	if (ra == 0 || rb == 0) {
-		*s = ra == 0 ? a : b;
-		return 0;
-	}
-	if (ra == 1 && rb == 1)
-		return 1;
-	/* One never written, the other torn: the first write of a slot
-	 * never made durable (a power cut, or garbage on a disk that is not
-	 * power safe); the caller tells whether that can be (2). */
-	if ((ra == 1 && rb == -1) || (ra == -1 && rb == 1))
-		return 2;
-	/* A torn slot write damages only the slot being written, never both:
-	 * two unreadable slots are corruption, not a crash. */
-	errno = EUCLEAN;
+	errno = EMFILE;
 	return -1;
 }
 
-int oa_slots_damaged(int fd, uint64_t base, const char *magic)
+int oa_journal_acquire(struct oa_file *f)
 {
 	struct oa_slot s;
-	return (slot_read1(fd, (off_t)(base + OA_SLOT_A), magic, &s) == -1) +
-	       (slot_read1(fd, (off_t)(base + OA_SLOT_B), magic, &s) == -1);
-}
+	struct rlimit rl;
+	bool fresh = false;
+	int r;
 
-int oa_slot_write(int fd, uint64_t base, const char *magic,
-		  const struct oa_slot *s)
-{
-	unsigned char b[OA_SLOT_BYTES];
-	oa_slot_encode(b, magic, s);
-	/* slot_seq parity picks the slot: consecutive writes alternate, so the
-	 * newest good copy is never the one overwritten. */
-	return oa_pwrite_full(fd, b, sizeof(b), (off_t)(base +
-			      ((s->slot_seq & 1) ? OA_SLOT_B : OA_SLOT_A)));
-}
-
-void oa_rec_encode(unsigned char out[OA_REC_HDR], const struct oa_rec *r)
-{
-	memset(out, 0, OA_REC_HDR);
-	oa_put32(out, OA_REC_MAGIC);
-	oa_put16(out + 4, r->type);
-	oa_put16(out + 6, OA_REC_HDR);
-	oa_put64(out + 8, r->gen);
-	oa_put64(out + 16, r->lsn);
-	oa_put64(out + 24, r->tx);
-	oa_put64(out + 32, r->len);
-	oa_put32(out + 40, r->body_crc);
-	oa_put32(out + 44, r->type == OA_REC_DATA ? r->pad : 0);
-	oa_put64(out + 48, r->seq);
-	oa_put32(out + 60, oa_crc32c(0, out, 60));
-}
-
-int oa_rec_decode(const unsigned char in[OA_REC_HDR], struct oa_rec *r)
-{
-	if (oa_get32(in) != OA_REC_MAGIC || oa_get16(in + 6) != OA_REC_HDR ||
-	    oa_get32(in + 60) != oa_crc32c(0, in, 60))
+	if (!f->cfd_rw) {
+		errno = EBADF;
 		return -1;
-	r->type = oa_get16(in + 4);
-	r->gen = oa_get64(in + 8);
-	r->lsn = oa_get64(in + 16);
-	r->tx = oa_get64(in + 24);
-	r->len = oa_get64(in + 32);
-	r->body_crc = oa_get32(in + 40);
-	r->pad = oa_get32(in + 44);
-	if (r->pad >= OA_PAD_MAX || (r->type != OA_REC_DATA && r->pad))
+	}
+	oa_home_refresh(f);
+	r = take_j0(f);
+	if (r < 0)
 		return -1;
-	r->seq = oa_get64(in + 48);
+	if (r == 0 && take_extra(f, &fresh) < 0)
+		return -1;
+	f->jcow = oa_journal_cow(f, f->jfd);
+	f->ncommit = 0;
+	f->fsize_max = getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
+		       rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : UINT64_MAX;
+	r = oa_slots_read(f->jfd, f->jbase, OA_JNL_MAGIC, &s);
+	f->jslot_seq = r == 0 ? s.slot_seq : 0;
+	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		goto fail;
+	/* A journal left by a dead handle may hold commits newer than the
+	 * checkpoint: recycling checkpoints them first. */
+	r = oa_heal_locked(f, NULL);
+	/* The control file leaves its clean state (a new era: I15). */
+	if (r == 0)
+		r = oa_ctl_init_locked(f);
+	if (r == 0 && f->jidx > 0) {
+		/* An extra journal's commits are flushed without the control
+		 * file: its era (I15) must be durable first, and I8: found by
+		 * its name, the journal may be one whose creator died, or whose
+		 * directory flush failed, between its link and that flush:
+		 * make the name durable before a commit relies on it, once
+		 * (the live area remembers). */
+		r = oa_ctl_sync_locked(f);
+		if (r == 0)
+			r = name_durable(f, f->jidx, fresh);
+	}
+	if (r == 0)
+		r = oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	if (r < 0)
+		goto fail;
+	return 0;
+fail:
+	oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
+	oa_xclose(f->jfd);
+	f->jfd = -1;
+	return -1;
+}
+
+/* Write the header of the open data record (its payload is already out). */
+int oa_rec_close(struct oa_file *f)
+{
+	unsigned char h[OA_REC_HDR];
+	struct oa_rec r;
+	uint64_t end;
+
+	if (!f->rec_open)
+		return 0;
+	if (f->rec_len == 0) {
+		f->rec_open = false;
+		return 0;
+	}
+	if (f->rec_hdr_ok)
+		goto closed;
+	r = (struct oa_rec){ .type = OA_REC_DATA, .gen = f->gen,
+			     .lsn = f->rec_lsn, .tx = f->tx_id,
+			     .len = f->rec_len, .body_crc = f->rec_crc,
+			     .pad = f->rec_pad };
+	oa_rec_encode(h, &r);
+	if (oa_pwrite_full(f->jfd, h, sizeof(h), (off_t)f->rec_lsn) < 0)
+		return -1;
+closed:
+	f->rec_open = false;
+	end = oa_align_up(f->rec_lsn + OA_REC_HDR + f->rec_pad + f->rec_len,
+			  OA_REC_ALIGN);
+	if (end > f->pos)
+		f->pos = end;
 	return 0;
 }
 
-uint64_t oa_random64(void)
+int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
+		      size_t total, uint64_t off)
 {
-	uint64_t v = 0;
-	while (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
-		;
-	return v ? v : 1;
+	uint64_t payload;
+	uint32_t crc;
+
+	if (f->jfd < 0 && oa_journal_acquire(f) < 0)
+		return -1;
+	/* Clone method: a big write, or a stream that has grown big, goes
+	 * into a record whose payload the apply can clone (method.c). */
+	bool cont = f->rec_open && off == f->rec_next_off;
+	bool big = f->may_clone && f->blk &&
+		   (total >= f->clone_min ||
+		    (cont && f->rec_len + total >= f->clone_min));
+	/* A write that continues the previous one extends its record, so a
+	 * sequential stream is one record and one extent. */
+	if (f->rec_open &&
+	    (!cont || f->rec_len + total > OA_REC_MAX ||
+	     (big && !f->rec_big)) &&
+	    oa_rec_close(f) < 0)
+		return -1;
+	if (!f->rec_open) {
+		f->rec_open = true;
+		f->rec_lsn = f->pos;
+		f->rec_pad = 0;
+		f->rec_big = big;
+		if (big) {
+			f->jplaced = true;
+			/* Beyond the ring (the ring is never shared with the
+			 * file), payload congruent to OFF modulo the block. */
+			uint64_t bs = f->blk;
+			if (f->rec_lsn < OA_JRNL_INITIAL)
+				f->rec_lsn = OA_JRNL_INITIAL;
+			f->rec_pad = (uint32_t)((off % bs + bs -
+				     (f->rec_lsn + OA_REC_HDR) % bs) % bs);
+		}
+		f->rec_len = 0;
+		f->rec_crc = 0;
+		f->rec_next_off = off;
+	}
+	payload = f->rec_lsn + OA_REC_HDR + f->rec_pad + f->rec_len;
+	if (payload + total + OA_TX_ALIGN > f->fsize_max) {
+		/* The journal would pass the file size limit: fail as
+		 * pwrite(2) would, without the SIGXFSZ that kills. */
+		if (f->rec_len == 0)
+			f->rec_open = false;
+		errno = EFBIG;
+		return -1;
+	}
+	crc = f->rec_crc;
+	for (int i = 0; i < cnt; i++)
+		crc = oa_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+	/* A new record goes out with its header, written as if this were all
+	 * of it: one call for the common one-write record; a record that
+	 * grows gets its header rewritten when it is closed. */
+	int r;
+	bool fresh = f->rec_len == 0 && cnt < 64 && f->rec_pad == 0;
+	if (fresh) {
+		unsigned char h[OA_REC_HDR];
+		struct iovec v[64];
+		struct oa_rec rh = { .type = OA_REC_DATA, .gen = f->gen,
+				     .lsn = f->rec_lsn, .tx = f->tx_id,
+				     .len = total, .body_crc = crc };
+		oa_rec_encode(h, &rh);
+		v[0] = (struct iovec){ h, sizeof(h) };
+		memcpy(v + 1, iov, sizeof(*iov) * (size_t)cnt);
+		r = oa_pwritev_full(f->jfd, v, cnt + 1, (off_t)f->rec_lsn);
+	} else {
+		r = oa_pwritev_full(f->jfd, iov, cnt, (off_t)payload);
+	}
+	f->rec_hdr_ok = fresh && r == 0;
+	if (r == 0)
+		oa_wb_note(&f->jwb, f->jfd, payload, total);
+	if (r < 0) {
+		/* Part of it may be in the journal.  Never write this range of
+		 * the journal again in this generation: close what the record
+		 * had and move past the failed bytes. */
+		int e = errno;
+		f->rec_next_off = UINT64_MAX;  /* no more extension */
+		f->pos = oa_align_up(payload + total, OA_REC_ALIGN);
+		oa_rec_close(f);  /* if it fails, the commit retries it */
+		errno = e;
+		return -1;
+	}
+	if (oa_index_insert(f->ix, off, total, payload) < 0) {
+		f->rec_next_off = UINT64_MAX;  /* the record holds dead bytes */
+		f->rec_len += total;
+		f->rec_crc = crc;
+		return -1;
+	}
+	f->rec_len += total;
+	f->rec_crc = crc;
+	f->rec_next_off = off + total;
+	f->pos = oa_align_up(payload + total, OA_REC_ALIGN);
+	f->txn_bytes += total;
+	f->pending = true;
+	return 0;
 }
 
-int oa__ctl_ino(int fd, uint64_t *ino)
+void oa_txn_drop(struct oa_file *f)
 {
-	struct oa_slot s;
-	int r = oa_slot_read1(fd, OA_ID_OFF, OA_ID_MAGIC, &s);
+	oa_index_clear(f->ix);
+	f->pending = false;
+	f->staged = false;
+	f->shadowed = false;
+	oa_shadow_reset(f);
+	f->has_trunc = false;
+	f->txn_bytes = 0;
+	/* Close the record without its header: its bytes are dead.  The next
+	 * transaction starts after it (no journal range is written twice in a
+	 * generation), under a new transaction number. */
+	if (f->rec_open) {
+		uint64_t end = oa_align_up(f->rec_lsn + OA_REC_HDR +
+					   f->rec_pad + f->rec_len,
+					   OA_REC_ALIGN);
+		if (end > f->pos)
+			f->pos = end;
+		f->rec_open = false;
+	}
+	f->tx_id++;
+	/* A transaction starts in a sector no earlier one touched: on a disk
+	 * whose cut can garble the whole sector being written (not "power
+	 * safe"), writing the next transaction can then never damage the
+	 * commit record of an acknowledged one (I4). */
+	f->pos = oa_align_up(f->pos, OA_TX_ALIGN);
+	f->tx_start = f->pos;
+}
 
-	if (r == 1)
-		errno = EUCLEAN;   /* a control file is created written */
-	if (r != 0)
-		return -1;
-	*ino = s.ino;
-	return 0;
+/* Journal 0 starts as long as its first transaction needs: the clean
+ * control file is OA_CLEAN_SIZE bytes, and a one-shot update should not
+ * write a 4 MiB ring.  A handle that commits a second time gets room ahead:
+ * twice the journal, at least 256 KiB past its tail, up to the ring's
+ * OA_JRNL_INITIAL, zero-filled and not flushed (the next commit flush
+ * carries it).  Best effort: where it fails (a full disk, the file size
+ * limit) commits go on growing the journal as they write. */
+void oa_journal_grow(struct oa_file *f)
+{
+	uint64_t size, want;
+	if (oa_xfsize(f->jfd, &size) < 0 || size >= OA_JRNL_INITIAL ||
+	    oa_need_buf(f) < 0)
+		return;
+	/* From the next block on: never a write into a sector that holds an
+	 * acknowledged commit (the tail of the last one), which a disk that
+	 * is not power safe could garble (I4).  The rest of that block is
+	 * allocated already. */
+	size = oa_align_up(size, OA_TX_ALIGN);
+	want = size * 2;
+	if (want < f->pos + (256u << 10))
+		want = f->pos + (256u << 10);
+	if (want > OA_JRNL_INITIAL)
+		want = OA_JRNL_INITIAL;
+	if (want > f->fsize_max)
+		want = f->fsize_max & ~(uint64_t)4095;
+	if (want <= size)
+		return;
+	memset(f->buf, 0, OA_BUF_BYTES);
+	for (uint64_t off = size; off < want;) {
+		size_t n = want - off < OA_BUF_BYTES ? (size_t)(want - off)
+						     : OA_BUF_BYTES;
+		if (oa_pwrite_full(f->jfd, f->buf, n, (off_t)off) < 0)
+			return;
+		off += n;
+	}
+}
+
+void oa_shadow_reset(struct oa_file *f)
+{
+	/* Its blocks are dead (old data after an exchange, or bytes of a
+	 * dropped transaction): give the space back.  They must go: the next
+	 * exchange moves every written block of its span.  If the truncate
+	 * fails, the shadow is dropped and the next transaction makes a new
+	 * one. */
+	if (f->sfd < 0 || !f->shadow_dirty)
+		return;
+	if (oa_xftruncate(f->sfd, 0) < 0) {
+		oa_xclose(f->sfd);
+		f->sfd = -1;
+	}
+	f->shadow_dirty = false;
 }

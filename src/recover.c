@@ -156,22 +156,15 @@ static int check_commit(const struct oa_rec *r, const unsigned char *body,
 {
 	struct oa_commit_hdr ch;
 	int incomplete = 0;
-	if (r->len < OA_COMMIT_FIXED)
-		return 2;
-	ch.tx_start = oa_get64(body);
-	ch.trunc_min = oa_get64(body + 8);
-	ch.final_size = oa_get64(body + 16);
-	ch.nops = oa_get64(body + 24);
-	if (ch.nops > (r->len - OA_COMMIT_FIXED) / OA_OP_BYTES ||
-	    OA_COMMIT_FIXED + ch.nops * OA_OP_BYTES != r->len ||
+	if (oa_commit_decode(body, r->len, &ch) < 0 ||
 	    ch.tx_start > r->lsn || ch.final_size > (uint64_t)INT64_MAX ||
 	    (ch.trunc_min != OA_NO_TRUNC && ch.trunc_min > ch.final_size))
 		return 2;
 	uint64_t prev_end = 0;
 	for (uint64_t i = 0; i < ch.nops; i++) {
-		const unsigned char *op = body + OA_COMMIT_FIXED + i * OA_OP_BYTES;
-		uint64_t off = oa_get64(op), len = oa_get64(op + 8),
-			 joff = oa_get64(op + 16);
+		struct oa_op op;
+		oa_op_get(body, i, &op);
+		uint64_t off = op.off, len = op.len, joff = op.joff;
 		if (len == 0 || off + len < off || off + len > ch.final_size ||
 		    off < prev_end || joff < ch.tx_start || joff + len < joff ||
 		    joff + len > r->lsn)
@@ -878,11 +871,12 @@ static int replay_one(struct oa_file *f, struct scan *S, const struct acc *a)
 			errno = EUCLEAN;
 		return -1;
 	}
-	ch.tx_start = oa_get64(body);
-	ch.trunc_min = oa_get64(body + 8);
-	ch.final_size = oa_get64(body + 16);
-	ch.nops = oa_get64(body + 24);
-	ret = oa_apply(f, J->fd, &ch, body + OA_COMMIT_FIXED);
+	if (oa_commit_decode(body, r.len, &ch) < 0) {
+		free(body);
+		errno = EUCLEAN;   /* checked when it was found */
+		return -1;
+	}
+	ret = oa_apply(f, J->fd, &ch, body);
 	free(body);
 	return ret;
 }
@@ -1161,38 +1155,23 @@ int oa_needs_recovery(struct oa_file *f)
 
 /* ---- oatomic check ---- */
 
-int oa__check(const char *path, const char *jdir, FILE *out)
+int oa_check_handle(struct oa_file *f, const char *path, FILE *out)
 {
 	struct scan S = { .out = out, .path = path };
-	struct oa_file *f;
 	int ret = 0, r;
 
-	f = oa_handle_for(AT_FDCWD, path, OA_PURPOSE_CHECK, jdir);
-	if (!f) {
-		if (errno != EPERM)
-			return -1;
-		/* oa_ctl_open refused the control file (GUARANTEES.md §10). */
-		if (out)
-			fprintf(out, "%s: control file is not a regular file owned "
-				"by the file's owner, root or you, or is writable "
-				"by others: not trusted\n", path);
-		return 2;
-	}
 	if (f->cfd < 0) {
 		if (out)
 			fprintf(out, "%s: clean (no journal)\n", path);
-		oa_handle_free(f);
 		return 0;
 	}
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_RDLCK, 1) < 0) {
-		oa_handle_free(f);
+	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
 		return -1;
-	}
 	r = scan_from_ckpt(f, &S);
 	if (r < 0 && errno != EUCLEAN && errno != EPERM) {
 		int e = errno;
 		scan_free(&S);
-		oa_handle_free(f);
+		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 		errno = e;
 		return -1;
 	}
@@ -1213,6 +1192,6 @@ int oa__check(const char *path, const char *jdir, FILE *out)
 	if (ret == 0)
 		note(&S, "clean");
 	scan_free(&S);
-	oa_handle_free(f);
+	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
 	return ret;
 }

@@ -4,6 +4,8 @@
  * file-system work.
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -450,4 +452,24 @@ int oa_lock(int fd, off_t byte, short type, int wait)
 	if (r < 0 && errno == EACCES)
 		errno = EAGAIN;
 	return r;
+}
+
+
+/* ---- kill points (tests) ---- */
+
+static int killpoint = -1;
+
+void oa__set_killpoint(int point)
+{
+	killpoint = point;
+}
+
+void oa_killpoint(int point)
+{
+	if (killpoint < 0) {
+		const char *e = getenv("OATOMIC_KILLPOINT");
+		killpoint = e ? atoi(e) : 0;
+	}
+	if (killpoint == point)
+		raise(SIGKILL);
 }

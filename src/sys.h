@@ -227,4 +227,16 @@ int oa_lock(int fd, off_t byte, short type, int wait);
  * -1 error.  (Works on a read-only descriptor, for F_WRLCK too.) */
 int oa_lock_held(int fd, off_t byte, short type);
 
+/* ---- kill points (tests) ---- */
+/* Stop the process (SIGKILL) if the test hook asks for POINT. */
+void oa_killpoint(int point);
+#define OA_KP_RECORD_WRITTEN   1  /* commit record written, not flushed */
+#define OA_KP_FLUSHED          2  /* commit durable, nothing applied */
+#define OA_KP_HALF_APPLIED     3  /* first op applied in place */
+#define OA_KP_APPLIED          4  /* applied, dirty marker still set */
+#define OA_KP_CKPT_TARGET      5  /* checkpoint or last close: file flushed */
+#define OA_KP_CKPT_WRITTEN     6  /* checkpoint record written, not flushed;
+				   * last close: control file cut back to
+				   * clean, not flushed */
+
 #endif /* OA_SYS_H */

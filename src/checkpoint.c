@@ -1,0 +1,127 @@
+/*
+ * checkpoint.c - the file made durable before the journals that hold its
+ * commits are given back: the checkpoint record (I5), and the last close's
+ * return to the clean state (I14).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* The file's flush of a checkpoint or of the last close (I5, I14).  On
+ * failure, I9: the failed range is lost from the file but its pages are
+ * now clean; the dirty marker forces a replay from the journals before any
+ * checkpoint can be written or any journal given back. */
+static int flush_target(struct oa_file *f, struct oa_live *l)
+{
+	if (oa_xfdatasync(f->tfd) < 0 && !MUTANT(10)) {
+		int e = errno;
+		l->dirty_seq = l->last_seq;
+		oa_live_write(f, l);
+		errno = e;
+		return -1;
+	}
+	oa_killpoint(OA_KP_CKPT_TARGET);
+	return 0;
+}
+
+int oa_checkpoint_locked(struct oa_file *f)
+{
+	struct oa_live l;
+
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	if (l.last_seq <= l.ckpt_seq)
+		return 0;
+	/* I5: every applied commit is durable in the file before the
+	 * checkpoint record says so. */
+	if (MUTANT(5) && oa_ctl_write_ckpt(f, l.last_seq) < 0)
+		return -1;
+	if (flush_target(f, &l) < 0)
+		return -1;
+	if (oa_ctl_write_ckpt(f, l.last_seq) < 0)
+		return -1;
+	l.ckpt_seq = l.last_seq;
+	for (int i = 0; i < OA_LIVE_JMAX; i++)
+		l.jmax[i] = 0;
+	return oa_live_write(f, &l);
+}
+
+/* Remove the extra journals (.NAME.oaj-K, K >= 1) once no handle is left:
+ * they hold only checkpointed records, or records of an earlier era.
+ * Journals are numbered from 1 and removed from the top, so the first
+ * missing number ends them.  Not flushed (I14). */
+static void drop_extra_journals(struct oa_file *f)
+{
+	char name[NAME_MAX + 1];
+	for (int k = 1; k < 4096; k++) {
+		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
+			return;
+		if (oa_sys->unlinkat(f->dfd, name, 0) < 0 && errno == ENOENT)
+			return;
+	}
+}
+
+int oa_clean_locked(struct oa_file *f)
+{
+	struct oa_live l;
+	uint64_t size;
+
+	if (oa_xfsize(f->cfd, &size) < 0)
+		return -1;
+	if (size <= OA_CLEAN_SIZE)
+		return 0;   /* clean (shorter: damage, recovery's to report) */
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	/* I14: every commit is durable in the file before the journals that
+	 * hold it are given back.  Journal 0 goes with the cut; its commits
+	 * need no checkpoint record: if the cut is lost in a crash they are
+	 * all still there, complete, and replaying them is harmless (I7).
+	 * Extra journals are removed by name, each on its own: one removal
+	 * may survive a crash and another not, and a cut control file with a
+	 * journal left is clean (I15), so a commit that only an extra journal
+	 * holds must be under a durable checkpoint first.  So must a journal
+	 * 0 grown beyond the ring: a cut of a file that big may be done in
+	 * steps (Btrfs), and a step that leaves older commits without the
+	 * newer ones must find them checkpointed. */
+	bool need_ckpt = size > OA_JRNL_INITIAL || (l.flags & OA_LIVE_XHIGH);
+	for (int k = 1; k < OA_LIVE_JMAX; k++)
+		if (l.jmax[k] > l.ckpt_seq)
+			need_ckpt = true;
+	if (MUTANT(27))
+		need_ckpt = false;
+	if (MUTANT(26)) {
+		drop_extra_journals(f);
+		oa_ctl_unmap(f);
+		if (oa_xftruncate(f->cfd, OA_CLEAN_SIZE) < 0)
+			return -1;
+		return oa_xfdatasync(f->tfd);
+	}
+	if (l.last_seq > l.ckpt_seq) {
+		if (flush_target(f, &l) < 0)
+			return -1;
+		if (need_ckpt && oa_ctl_write_ckpt(f, l.last_seq) < 0)
+			return -1;
+	}
+	drop_extra_journals(f);
+	/* A big one in two cuts: the first may stop anywhere above the
+	 * initialised length, where the checkpoint just written covers every
+	 * commit left; the second is within the ring, which the file systems
+	 * cut at once (FORMAT.md, I14). */
+	if (size > OA_JRNL_INITIAL && oa_xftruncate(f->cfd, OA_CTL_INIT) < 0)
+		return -1;
+	/* No longer "in use since this boot" (recover.c), before the cut: a
+	 * kill between the two leaves a control file in use without that
+	 * evidence, never a clean one with it. */
+	if (oa_ctl_identity(f, false) < 0)
+		return -1;
+	oa_ctl_unmap(f);
+	if (oa_xftruncate(f->cfd, OA_CLEAN_SIZE) < 0)
+		return -1;
+	oa_killpoint(OA_KP_CKPT_WRITTEN);   /* clean, nothing flushed */
+	return 0;
+}
