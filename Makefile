@@ -28,6 +28,7 @@ WARN      += -Werror
 endif
 ifeq ($(SANITIZE),1)
 OPT       := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+             -DOA_DEBUG \
              -fno-sanitize-recover=undefined
 LDSAN     := -fsanitize=address,undefined
 endif

@@ -44,7 +44,8 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	uint64_t size;
 	int r = -1;
 
-	if (oa_need_buf(f) < 0 || oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
+	if (oa_need_buf(f) < 0 || oa_ctl_lock(f, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
 		return -1;
 	if (oa_xfsize(f->tfd, &size) < 0)
 		goto out;
@@ -89,7 +90,7 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 		goto out;
 	r = 0;
 out:
-	oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+	oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
 	return r;
 }
 

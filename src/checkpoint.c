@@ -33,6 +33,7 @@ int oa_checkpoint_locked(struct oa_file *f)
 {
 	struct oa_live l;
 
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (oa_live_read(f, &l) < 0)
 		return -1;
 	if (l.last_seq <= l.ckpt_seq)
@@ -71,6 +72,8 @@ int oa_clean_locked(struct oa_file *f)
 	struct oa_live l;
 	uint64_t size;
 
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_OPEN));
 	if (oa_xfsize(f->cfd, &size) < 0)
 		return -1;
 	if (size <= OA_CLEAN_SIZE)

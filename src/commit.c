@@ -28,6 +28,42 @@
 
 /* ---- commit ---- */
 
+int oa_commit_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize)
+{
+	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		return -1;
+	if (oa_heal_locked(f, l) < 0 ||
+	    (fsize && oa_xfsize(f->tfd, fsize) < 0)) {
+		int e = errno;
+		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+void oa_commit_end(struct oa_file *f)
+{
+	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
+}
+
+int oa_commit_bypass_ready(struct oa_file *f, struct oa_live *l)
+{
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
+	/* I11: no journal commit newer than the checkpoint, which recovery
+	 * would replay over what the method writes. */
+	if (l->last_seq > l->ckpt_seq && oa_checkpoint_locked(f) < 0)
+		goto fail;
+	/* ... nor one that a clean close gave up without a flush (I14): the
+	 * control file's clean state, or its initialisation, is durable. */
+	if (oa_ctl_sync_locked(f) < 0)
+		goto fail;
+	return 0;
+fail:
+	f->latched = errno == EIO;
+	return -1;
+}
+
 /* Allocate [OFF, OFF+LEN) beyond SIZE without changing the size. */
 static int reserve_range(struct oa_file *f, uint64_t off, uint64_t len,
 			 uint64_t size)
@@ -103,10 +139,8 @@ int oa_commit_journal(struct oa_file *f)
 		errno = ENOMEM;
 		return -1;
 	}
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+	if (oa_commit_begin(f, &l, &fsize) < 0)
 		goto fail_free;
-	if (oa_heal_locked(f, &l) < 0 || oa_xfsize(f->tfd, &fsize) < 0)
-		goto fail_unlock;
 
 	/* The size the transaction leaves, against the size committed now:
 	 * without a truncate the file keeps whatever other commits made it. */
@@ -242,14 +276,14 @@ int oa_commit_journal(struct oa_file *f)
 	if (f->pos > OA_JRNL_CKPT &&
 	    oa_journal_recycle_locked(f, OA_JRNL_RETAIN) < 0) {
 		f->latched = true;
-		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		oa_commit_end(f);
 		return -1;
 	}
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_commit_end(f);
 	return 0;
 
 fail_unlock:
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_commit_end(f);
 fail_free:
 	free(rec);
 	return -1;

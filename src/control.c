@@ -540,6 +540,7 @@ int oa_ctl_init_locked(struct oa_file *f)
 	uint64_t size;
 	int r;
 
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (oa_xfsize(f->cfd, &size) < 0)
 		return -1;
 	if (size >= OA_CTL_INIT) {
@@ -613,6 +614,7 @@ static int ctl_synced(struct oa_file *f)
 
 void oa_ctl_mark_synced(struct oa_file *f, struct oa_live *l)
 {
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (l->flags & OA_LIVE_SYNCED)
 		return;
 	l->flags |= OA_LIVE_SYNCED;
@@ -623,6 +625,8 @@ int oa_ctl_sync_locked(struct oa_file *f)
 {
 	struct oa_live l;
 	uint64_t size;
+
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (oa_xfsize(f->cfd, &size) < 0)
 		return -1;
 	if (size < OA_CTL_INIT) {

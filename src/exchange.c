@@ -217,26 +217,15 @@ int oa_commit_exchange(struct oa_file *f)
 	uint64_t bs = f->blk, lo = UINT64_MAX, hi = 0, done = 0;
 	int r = 1;
 
+	OA_ASSERT(oa_txn_state(f) == OA_TXN_SHADOW);
 	if (f->has_trunc || !bs || f->sfd < 0)
 		return 1;
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+	if (oa_commit_begin(f, &l, &fsize) < 0)
 		return -1;
-	if (oa_heal_locked(f, &l) < 0 || oa_xfsize(f->tfd, &fsize) < 0)
-		goto fail;
 	if (oa_index_end(f->ix) > fsize)
 		goto out;    /* growth: the journal's job */
-	if (l.last_seq > l.ckpt_seq && !MUTANT(22) &&
-	    oa_checkpoint_locked(f) < 0) {
-		f->latched = errno == EIO;
+	if (!MUTANT(22) && oa_commit_bypass_ready(f, &l) < 0)
 		goto fail;
-	}
-	/* I11 too: the control file's clean state (or its initialisation)
-	 * is durable, so that no crash brings back older commits a clean
-	 * close gave up without a flush (I14). */
-	if (!MUTANT(22) && oa_ctl_sync_locked(f) < 0) {
-		f->latched = errno == EIO;
-		goto fail;
-	}
 	/* Compose the blocks journal bytes touch; find the span. */
 	for (void *c = oa_index_seek(f->ix, 0); c; c = oa_index_next(f->ix, c)) {
 		oa_index_get(c, &e);
@@ -269,12 +258,12 @@ int oa_commit_exchange(struct oa_file *f)
 				  .file2_offset = lo, .length = hi - lo,
 				  .flags = OA_XFS_EXCHANGE_FILE1_WRITTEN |
 					   OA_XFS_EXCHANGE_DSYNC };
-	if (oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
+	if (oa_ctl_lock(f, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
 		goto fail;
 	oa_stats_flush();   /* DSYNC: the exchange is this commit's flush */
 	int xr = oa_xioctl(f->tfd, OA_XFS_IOC_EXCHANGE_RANGE, &x);
 	int e2 = errno;
-	oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+	oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
 	if (xr == 0) {
 		/* The shadow now holds the old blocks: oa_txn_drop gives them
 		 * back. */
@@ -300,6 +289,6 @@ int oa_commit_exchange(struct oa_file *f)
 fail:
 	r = -1;
 out:
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_commit_end(f);
 	return r;
 }

@@ -62,7 +62,7 @@ static void unlock_all(struct oa_file *f)
 	if (f->jfd >= 0)
 		oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
 	if (f->cfd >= 0)
-		oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0);
+		oa_ctl_lock(f, OA_LOCK_OPEN, F_UNLCK, 0);
 }
 
 static void oa_handle_free(struct oa_file *f)
@@ -256,6 +256,7 @@ static struct oa_file *handle_new(void)
 		return NULL;
 	}
 	f->tfd = f->dfd = f->tdirfd = f->cfd = f->jfd = f->dio_fd = -1;
+	f->held_fd = -1;
 	f->sfd = -1;
 	f->forkgen = oa_fork_gen();
 	f->may_clone = true;   /* recovery handles try; open resolves */
@@ -347,17 +348,17 @@ static int open_recover(struct oa_file *f)
 		 * Alone, that is when no commit is newer than the checkpoint;
 		 * with others open, when no dead committer left its marker
 		 * (read_lock checks that at every read). */
-		if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
+		if (oa_ctl_lock(f, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
 			return -1;
 		r = ctl_clean(f);
 		if (r != 0)
 			return r < 0 ? -1 : 0;
 		r = oa_lock_held(f->cfd, OA_LOCK_OPEN, F_WRLCK);
 		if (r == 0) {
-			if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
+			if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
 				return -1;
 			r = oa_needs_recovery(f);
-			oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+			oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 			if (r > 0) {
 				errno = EACCES;  /* recovery needs write access */
 				return -1;
@@ -369,45 +370,45 @@ static int open_recover(struct oa_file *f)
 	 * clean stays clean while we hold it (only the last handle's close
 	 * makes it clean; a writer that takes it out of the clean state needs
 	 * no recovery by anyone).  Otherwise let go and take the way below. */
-	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
+	if (oa_ctl_lock(f, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
 		return -1;
 	r = ctl_clean_map(f, false);
 	if (r != 0)
 		return r < 0 ? -1 : 0;
-	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0) < 0)
+	if (oa_ctl_lock(f, OA_LOCK_OPEN, F_UNLCK, 0) < 0)
 		return -1;
 	/* Exclusive first, not shared then an upgrade: of two openers that
 	 * both hold OPEN shared neither could upgrade, and after a reboot
 	 * neither would recover (the live area is stale then).  Alone: a clean
 	 * file needs nothing; otherwise full recovery, then a downgrade. */
-	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
+	if (oa_ctl_lock(f, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
 		r = ctl_clean(f);
 		if (r != 0)
-			return r < 0 ? -1 : oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 0);
-		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+			return r < 0 ? -1 : oa_ctl_lock(f, OA_LOCK_OPEN, F_RDLCK, 0);
+		if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			return -1;
 		r = oa_recover_locked(f);
-		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 		if (r < 0) {
-			oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0);
+			oa_ctl_lock(f, OA_LOCK_OPEN, F_UNLCK, 0);
 			return -1;
 		}
 		/* Downgrade: converting our own lock is atomic. */
-		return oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 0);
+		return oa_ctl_lock(f, OA_LOCK_OPEN, F_RDLCK, 0);
 	}
 	if (errno != EAGAIN)
 		return -1;
 	/* Others are open (one may be recovering: wait for it): only what a
 	 * dead committer left. */
-	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
+	if (oa_ctl_lock(f, OA_LOCK_OPEN, F_RDLCK, 1) < 0)
 		return -1;
 	r = ctl_clean(f);
 	if (r != 0)
 		return r < 0 ? -1 : 0;
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
 	r = oa_heal_locked(f, NULL);
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 	return r;
 }
 
@@ -419,25 +420,25 @@ static int recover_only(struct oa_file *f)
 {
 	int r;
 	if (!f->cfd_rw) {
-		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
+		if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
 			return -1;
 		r = oa_needs_recovery(f);
-		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 		if (r > 0)
 			errno = f->cfd_err;
 		return r == 0 ? 0 : -1;
 	}
 	/* Alone, a recovered file is left clean, as a last close leaves it:
 	 * a boot script that recovers every file leaves no journal behind. */
-	bool alone = oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0;
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+	bool alone = oa_ctl_lock(f, OA_LOCK_OPEN, F_WRLCK, 0) == 0;
+	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
 	r = oa_recover_locked(f);
 	if (r == 0 && alone)
 		r = oa_clean_locked(f);
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 	if (alone)
-		oa_lock(f->cfd, OA_LOCK_OPEN, F_UNLCK, 0);
+		oa_ctl_lock(f, OA_LOCK_OPEN, F_UNLCK, 0);
 	return r;
 }
 
@@ -724,7 +725,7 @@ static void find_ctl(struct oa_file *f)
 	}
 	/* Open, as every handle that has the control file is: the last
 	 * handle cuts it back to its clean length. */
-	if (oa_lock(f->cfd, OA_LOCK_OPEN, F_RDLCK, 1) < 0) {
+	if (oa_ctl_lock(f, OA_LOCK_OPEN, F_RDLCK, 1) < 0) {
 		oa_xclose(f->cfd);
 		f->cfd = -1;
 		return;
@@ -740,7 +741,7 @@ static int read_lock(struct oa_file *f)
 	if (f->cfd < 0)
 		return 0;
 	for (;;) {
-		if (oa_lock(f->cfd, OA_LOCK_APPLY, F_RDLCK, 1) < 0)
+		if (oa_ctl_lock(f, OA_LOCK_APPLY, F_RDLCK, 1) < 0)
 			return -1;
 		if (oa_live_read(f, &l) < 0 || l.dirty_seq == 0)
 			return 0;
@@ -754,17 +755,17 @@ static int read_lock(struct oa_file *f)
 					return -1;
 				return 0;
 			}
-			oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+			oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
 			errno = EACCES;
 			return -1;
 		}
 		/* A commit is in flight, or its committer died: wait for the
 		 * commit lock, which tells the two apart. */
-		oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
-		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
+		if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 			return -1;
 		int r = oa_heal_locked(f, NULL);
-		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 		if (r < 0)
 			return -1;
 	}
@@ -773,7 +774,7 @@ static int read_lock(struct oa_file *f)
 static void read_unlock(struct oa_file *f)
 {
 	if (f->cfd >= 0)
-		oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+		oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
 }
 
 /* Committed bytes [a, b) into P: the file below the truncation point and
@@ -1075,6 +1076,7 @@ int oa_commit(oa_file *f)
 {
 	if (usable(f) < 0)
 		return -1;
+	OA_ASSERT(oa_txn_state(f) <= OA_TXN_SHADOW);
 	if (!f->pending)
 		return 0;
 	if (f->staged) {
@@ -1102,12 +1104,12 @@ static int reclaim(struct oa_file *f)
 		return 0;
 	/* (reached when aborted data alone passed the checkpoint mark, or a
 	 * failed big transaction grew the journal) */
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
 	/* Give back all an aborted transaction grew the journal by: it may
 	 * be why the disk is full. */
 	r = oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 	return r;
 }
 
@@ -1115,6 +1117,7 @@ int oa_abort(oa_file *f)
 {
 	if (usable(f) < 0)
 		return -1;
+	OA_ASSERT(oa_txn_state(f) <= OA_TXN_SHADOW);
 	oa_txn_drop(f);
 	if (reclaim(f) < 0) {
 		f->latched = errno == EIO;
@@ -1134,11 +1137,10 @@ static void trim_journal(struct oa_file *f)
 	if (f->jfd < 0 || oa_xfsize(f->jfd, &jsize) < 0 ||
 	    jsize <= OA_JRNL_INITIAL)
 		return;
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+	if (oa_commit_begin(f, NULL, NULL) < 0)
 		return;
-	if (oa_heal_locked(f, NULL) == 0)
-		oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
+	oa_commit_end(f);
 }
 
 int oa_close(oa_file *f)
@@ -1154,9 +1156,7 @@ int oa_close(oa_file *f)
 		oa_handle_free(f);
 		return 0;
 	}
-	oa_index_clear(f->ix);
-	f->pending = false;
-	f->staged = false;
+	oa_txn_drop(f);   /* what was pending is discarded */
 	if (!f->latched && f->cfd >= 0 && f->cfd_rw)
 		trim_journal(f);
 	/* The last handle makes the file hold every commit durably and the
@@ -1164,16 +1164,16 @@ int oa_close(oa_file *f)
 	 * has nothing to do and nothing is left beside the file.  A clean
 	 * control file (a handle that only read) needs nothing. */
 	if (!f->latched && f->cfd >= 0 && f->cfd_rw && ctl_clean(f) == 0 &&
-	    oa_lock(f->cfd, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
+	    oa_ctl_lock(f, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
 		if (f->jfd >= 0)
 			oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
 		oa_xclose(f->jfd);
 		f->jfd = -1;
-		if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) == 0) {
+		if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) == 0) {
 			r = oa_heal_locked(f, NULL);
 			if (r == 0)
 				r = oa_clean_locked(f);
-			oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+			oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 		}
 	}
 	int e = errno;

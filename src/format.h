@@ -73,7 +73,7 @@
  * Beyond OA_JRNL_RETAIN it is cut back after its checkpoint; closing the
  * handle, and a handle taking the journal over, cut it back to
  * OA_JRNL_INITIAL.  Not under the clone method: a generation that placed a
- * record for cloning is always cut back (I12, commit.c), except on Btrfs. */
+ * record for cloning is always cut back (I12, journal.c), except on Btrfs. */
 #define OA_JRNL_INITIAL   (4u << 20)
 #define OA_JRNL_CKPT      (3u << 20)
 #define OA_JRNL_RETAIN    (1ull << 30)

@@ -1,10 +1,7 @@
 /*
  * internal.h - the handle and the functions the layers share.
  *
- * Layers: sys.c (the seam) < format.h/journal.c (records, slots) <
- * control.c (control file, locks, live area) < recover.c (walk, replay,
- * check) < home.c (where the control file and journals live) < commit.c (the journal method's commit protocol, checkpoint) <
- * file.c (the public calls).
+ * The layers are listed below, before their calls (docs/ARCHITECTURE.md).
  */
 #ifndef OA_INTERNAL_H
 #define OA_INTERNAL_H
@@ -68,6 +65,10 @@ struct oa_file {
 	bool ctl_unsafe;    /* the control file is writable by others than the
 			     * file's writers: journal 0 is not replayed */
 	int cfd_err;        /* why the control file is read-only (EACCES, EROFS) */
+	/* the locks this handle holds on f->cfd (oa_ctl_lock): two bits per
+	 * lock byte, 1 shared, 2 exclusive; valid while held_fd == cfd */
+	unsigned held;
+	int held_fd;
 	unsigned char *live;  /* the live area, mapped shared (NULL: use I/O) */
 
 	char *prefix;       /* ".NAME" or ".NAME.<ino>" (journal_dir given) */
@@ -149,6 +150,76 @@ struct oa_file {
 
 	unsigned char *buf; /* OA_BUF_BYTES */
 };
+
+/*
+ * Debug builds (-DOA_DEBUG, the sanitizer build) check the preconditions
+ * that the comments state: which locks a *_locked function's caller holds,
+ * what state the handle's transaction is in.  Other builds compile the
+ * checks away.
+ */
+#ifdef OA_DEBUG
+#define OA_ASSERT(c) \
+	((c) ? (void)0 : oa_assert_fail(#c, __FILE__, __LINE__, __func__))
+#else
+#define OA_ASSERT(c) ((void)0)
+#endif
+
+/* Lock or unlock BYTE of the control file (oa_lock), keeping f->held. */
+static inline int oa_ctl_lock(struct oa_file *f, int byte, short type,
+			      int wait)
+{
+	int r = oa_lock(f->cfd, byte, type, wait);
+	if (f->held_fd != f->cfd) {
+		f->held = 0;
+		f->held_fd = f->cfd;
+	}
+	if (r == 0 || type == F_UNLCK) {
+		f->held &= ~(3u << (2 * byte));
+		if (r == 0 && type != F_UNLCK)
+			f->held |= (type == F_WRLCK ? 2u : 1u) << (2 * byte);
+	}
+	return r;
+}
+
+/* Does F hold BYTE of its control file: at all, exclusively? */
+static inline bool oa_holds(const struct oa_file *f, int byte)
+{
+	return f->held_fd == f->cfd && f->cfd >= 0 &&
+	       ((f->held >> (2 * byte)) & 3u);
+}
+static inline bool oa_holds_excl(const struct oa_file *f, int byte)
+{
+	return f->held_fd == f->cfd && f->cfd >= 0 &&
+	       ((f->held >> (2 * byte)) & 2u);
+}
+
+/*
+ * The handle's pending transaction is in one of these states (derived from
+ * its fields, so that no state is stored twice):
+ *   OA_TXN_EMPTY    nothing pending;
+ *   OA_TXN_STAGED   one write held in memory for the kernel method
+ *                   (f->st_*), nothing in the journal or the shadow;
+ *   OA_TXN_JOURNAL  changes in the journal's records and the index, maybe
+ *                   truncates;
+ *   OA_TXN_SHADOW   as JOURNAL, and whole blocks in the exchange method's
+ *                   shadow.
+ * oa_txn_state checks, in debug builds, that the fields agree.
+ */
+enum oa_txn_state { OA_TXN_EMPTY, OA_TXN_STAGED, OA_TXN_JOURNAL,
+		    OA_TXN_SHADOW };
+static inline enum oa_txn_state oa_txn_state(const struct oa_file *f)
+{
+	if (!f->pending) {
+		OA_ASSERT(!f->staged && !f->shadowed && !f->has_trunc);
+		return OA_TXN_EMPTY;
+	}
+	if (f->staged) {
+		OA_ASSERT(!f->shadowed && !f->has_trunc &&
+			  oa_index_count(f->ix) == 0);
+		return OA_TXN_STAGED;
+	}
+	return f->shadowed ? OA_TXN_SHADOW : OA_TXN_JOURNAL;
+}
 
 /* f->buf, the bounce buffer, is allocated on first need: a handle that
  * only opens, reads and closes a clean file never pays for it. */

@@ -101,6 +101,7 @@ int oa_journal_recycle_locked(struct oa_file *f, uint64_t keep)
 	struct oa_live l;
 	uint64_t jsize;
 
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (oa_live_read(f, &l) < 0)
 		return -1;
 	if (live_jmax(&l, f->jidx) > l.ckpt_seq && !MUTANT(21) &&
@@ -241,7 +242,7 @@ int oa_journal_acquire(struct oa_file *f)
 		       rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : UINT64_MAX;
 	r = oa_slots_read(f->jfd, f->jbase, OA_JNL_MAGIC, &s);
 	f->jslot_seq = r == 0 ? s.slot_seq : 0;
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		goto fail;
 	/* A journal left by a dead handle may hold commits newer than the
 	 * checkpoint: recycling checkpoints them first. */
@@ -262,7 +263,7 @@ int oa_journal_acquire(struct oa_file *f)
 	}
 	if (r == 0)
 		r = oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 	if (r < 0)
 		goto fail;
 	return 0;

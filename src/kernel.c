@@ -39,6 +39,7 @@ bool oa_stage_fits(struct oa_file *f, uint64_t off, uint64_t len)
 int oa_stage(struct oa_file *f, const struct iovec *iov, int cnt,
 	     uint64_t off, uint64_t len)
 {
+	OA_ASSERT(oa_txn_state(f) == OA_TXN_EMPTY);
 	if (!f->st_buf) {
 		void *p;
 		size_t cap = f->awu_max < OA_STAGE_MAX ? f->awu_max
@@ -98,50 +99,38 @@ int oa_commit_kernel(struct oa_file *f)
 	ssize_t w;
 	int r = 1;
 
+	OA_ASSERT(oa_txn_state(f) == OA_TXN_STAGED);
 	if (dio_open(f) < 0) {
 		f->may_kernel = false;
 		return 1;
 	}
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+	if (oa_commit_begin(f, &l, &fsize) < 0)
 		return -1;
-	if (oa_heal_locked(f, &l) < 0 || oa_xfsize(f->tfd, &fsize) < 0) {
-		r = -1;
-		goto out;
-	}
 	/* Growing the file is left to the journal: the write must replace
 	 * committed bytes only. */
 	if (f->st_off + f->st_len > fsize)
 		goto out;
-	/* No journal commit may be replayed over this write (top of file). */
-	if (l.last_seq > l.ckpt_seq && !MUTANT(20)) {
-		if (f->method != OA_METHOD_KERNEL)
-			goto out;   /* AUTO: the journal is cheaper than a
-				     * checkpoint now */
-		if (oa_checkpoint_locked(f) < 0) {
-			f->latched = errno == EIO;
+	/* Under AUTO, a journal commit newer than the checkpoint makes the
+	 * journal cheaper than the checkpoint oa_commit_bypass_ready would
+	 * need; forced, the checkpoint is done. */
+	if (!MUTANT(20)) {
+		if (l.last_seq > l.ckpt_seq && f->method != OA_METHOD_KERNEL)
+			goto out;
+		if (oa_commit_bypass_ready(f, &l) < 0) {
 			r = -1;
 			goto out;
 		}
 	}
-	/* ... nor one that a clean close gave up without a flush (I14): the
-	 * control file's clean state, or its initialisation, is durable. */
-	if (!MUTANT(20) && oa_ctl_sync_locked(f) < 0) {
-		f->latched = errno == EIO;
-		r = -1;
-		goto out;
-	}
-	if (oa_lock(f->cfd, OA_LOCK_APPLY, F_WRLCK, 1) < 0) {
+	if (oa_ctl_lock(f, OA_LOCK_APPLY, F_WRLCK, 1) < 0) {
 		r = -1;
 		goto out;
 	}
 	w = oa_xpwritev2(f->dio_fd, &v, 1, (off_t)f->st_off,
 			 RWF_ATOMIC | RWF_DSYNC, true);
 	int e = errno;
-	oa_lock(f->cfd, OA_LOCK_APPLY, F_UNLCK, 0);
+	oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
 	if (w == (ssize_t)f->st_len) {
-		f->staged = false;
-		f->pending = false;
-		f->txn_bytes = 0;
+		oa_txn_drop(f);   /* committed */
 		r = 0;
 		goto out;
 	}
@@ -164,6 +153,6 @@ int oa_commit_kernel(struct oa_file *f)
 	errno = EIO;
 	r = -1;
 out:
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_commit_end(f);
 	return r;
 }

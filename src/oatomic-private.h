@@ -73,7 +73,7 @@ int oa__recover_ex(const char *path, const char *jdir, unsigned flags,
 		   FILE *out);
 
 /* Test hook: make the next commit of any handle stop dead (raise SIGKILL on
- * itself) at point N of the protocol (see internal.h, OA_KP_*); 0 off.
+ * itself) at point N of the protocol (see sys.h, OA_KP_*); 0 off.
  * Used by the kill tests to hit the windows between flushes for sure. */
 void oa__set_killpoint(int point);
 

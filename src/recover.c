@@ -958,7 +958,7 @@ static int discard(struct oa_file *f, struct scan *S)
 	if (ret == 0 && nv && oa_xfsync(f->dfd) < 0)
 		ret = -1;
 	if (ret == 0 && S->j0_disc &&
-	    oa_lock(f->cfd, OA_LOCK_J0, F_WRLCK, 0) < 0) {
+	    oa_ctl_lock(f, OA_LOCK_J0, F_WRLCK, 0) < 0) {
 		if (errno == EAGAIN)
 			errno = EBUSY;   /* a live handle writes it */
 		ret = -1;
@@ -989,7 +989,7 @@ static int discard(struct oa_file *f, struct scan *S)
 			fprintf(f->rout, "%s: control file %s rewritten\n",
 				S->path, S->cname);
 		if (S->j0_disc)
-			oa_lock(f->cfd, OA_LOCK_J0, F_UNLCK, 0);
+			oa_ctl_lock(f, OA_LOCK_J0, F_UNLCK, 0);
 	}
 	return ret;
 }
@@ -1035,6 +1035,7 @@ int oa_recover_locked(struct oa_file *f)
 	uint64_t top, seen = 0;
 	int ret = -1, r;
 
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	/* Findings are said only when they matter: when recovery refuses (or
 	 * throws away, or adopts); a clean copy recovers silently. */
 	char *nbuf = NULL;
@@ -1127,6 +1128,7 @@ out:
 int oa_heal_locked(struct oa_file *f, struct oa_live *lp)
 {
 	struct oa_live l;
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (!lp)
 		lp = &l;
 	if (oa_live_read(f, lp) < 0)
@@ -1165,13 +1167,13 @@ int oa_check_handle(struct oa_file *f, const char *path, FILE *out)
 			fprintf(out, "%s: clean (no journal)\n", path);
 		return 0;
 	}
-	if (oa_lock(f->cfd, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
+	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_RDLCK, 1) < 0)
 		return -1;
 	r = scan_from_ckpt(f, &S);
 	if (r < 0 && errno != EUCLEAN && errno != EPERM) {
 		int e = errno;
 		scan_free(&S);
-		oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 		errno = e;
 		return -1;
 	}
@@ -1192,6 +1194,6 @@ int oa_check_handle(struct oa_file *f, const char *path, FILE *out)
 	if (ret == 0)
 		note(&S, "clean");
 	scan_free(&S);
-	oa_lock(f->cfd, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 	return ret;
 }

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -78,7 +79,6 @@ const struct oa_sysops oa_sys_linux = {
 	.fstatfs = fstatfs,
 	.fchown = fchown,
 	.fchmod = fchmod,
-	.renameat = renameat,
 	.unlinkat = unlinkat,
 	.linkat = linkat,
 	.readlinkat = readlinkat,
@@ -472,4 +472,12 @@ void oa_killpoint(int point)
 	}
 	if (killpoint == point)
 		raise(SIGKILL);
+}
+
+void oa_assert_fail(const char *what, const char *file, int line,
+		    const char *func)
+{
+	fprintf(stderr, "oatomic: %s:%d: %s: assertion failed: %s\n", file,
+		line, func, what);
+	abort();
 }

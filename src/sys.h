@@ -113,8 +113,6 @@ struct oa_sysops {
 	int (*fstatfs)(int fd, struct statfs *st);
 	int (*fchown)(int fd, uid_t uid, gid_t gid);
 	int (*fchmod)(int fd, mode_t mode);
-	int (*renameat)(int olddirfd, const char *old, int newdirfd,
-			const char *new_);
 	int (*unlinkat)(int dirfd, const char *path, int flags);
 	int (*linkat)(int olddirfd, const char *old, int newdirfd,
 		      const char *new_, int flags);
@@ -226,6 +224,11 @@ int oa_lock(int fd, off_t byte, short type, int wait);
 /* Would a lock of TYPE on BYTE conflict with another handle's?  1 yes, 0 no,
  * -1 error.  (Works on a read-only descriptor, for F_WRLCK too.) */
 int oa_lock_held(int fd, off_t byte, short type);
+
+/* A failed OA_ASSERT (internal.h, debug builds): report and abort. */
+__attribute__((noreturn)) void oa_assert_fail(const char *what,
+					      const char *file, int line,
+					      const char *func);
 
 /* ---- kill points (tests) ---- */
 /* Stop the process (SIGKILL) if the test hook asks for POINT. */

@@ -16,10 +16,6 @@
 
 #include "simcheck.h"
 
-#ifndef RWF_ATOMIC
-#define RWF_ATOMIC 0x00000040
-#endif
-
 struct xchg {
 	int32_t file1_fd;
 	uint32_t pad;

@@ -97,10 +97,6 @@
 #include "oatomic-private.h"
 #include "sim.h"
 
-#ifndef RWF_ATOMIC
-#define RWF_ATOMIC 0x00000040
-#endif
-
 #define PG 4096u
 #define SIM_FD_BASE 1000
 #define SIM_MAX_FD 512
@@ -1364,29 +1360,6 @@ static int s_fchmod(int fd, mode_t mode)
 	return 0;
 }
 
-static int s_renameat(int od, const char *old, int nd, const char *new_)
-{
-	int f = enter("renameat", true);
-	struct inode *a, *b;
-	char n1[NAME_MAX + 1], n2[NAME_MAX + 1];
-	FAIL_IF(f);
-	if (resolve(od, old, &a, n1, NULL) < 0 || resolve(nd, new_, &b, n2, NULL) < 0)
-		return -1;
-	ssize_t k = dents_find(&a->cur, n1);
-	if (!n1[0] || !n2[0] || k < 0) {
-		errno = ENOENT;
-		return -1;
-	}
-	uint64_t ino = a->cur.e[k].ino;
-	dents_del(&a->cur, (size_t)k);
-	dents_set(&b->cur, n2, ino);
-	struct inode *x = ino_get(cur, ino);
-	if (x->dir)
-		x->parent = b->ino;
-	dop_add(cur, DOP_RENAME, a->ino, n1, b->ino, n2, ino);
-	return 0;
-}
-
 static int s_unlinkat(int dirfd, const char *path, int flags)
 {
 	int f = enter("unlinkat", true);
@@ -1803,7 +1776,6 @@ const struct oa_sysops sim_ops = {
 	.fstatfs = s_fstatfs,
 	.fchown = s_fchown,
 	.fchmod = s_fchmod,
-	.renameat = s_renameat,
 	.unlinkat = s_unlinkat,
 	.linkat = s_linkat,
 	.readlinkat = s_readlinkat,

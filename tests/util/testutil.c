@@ -752,16 +752,9 @@ const char *tu_fs_name(const char *path)
 
 	if (statfs(path, &st) != 0)
 		return "?";
-	switch ((unsigned long)st.f_type) {
-	case 0xEF53: return "ext4";
-	case 0x01021994: return "tmpfs";
-	case 0x58465342: return "xfs";
-	case 0x9123683E: return "btrfs";
-	case 0x6969: return "nfs";
-	case 0x794c7630: return "overlay";
-	case 0x2fc12fc1: return "zfs";
-	case 0xF2F52010: return "f2fs";
-	}
+	const char *n = oa__fs_name((unsigned long)st.f_type);
+	if (n)
+		return n;
 	snprintf(buf, sizeof(buf), "0x%lx", (unsigned long)st.f_type);
 	return buf;
 }
