@@ -464,7 +464,7 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l)
 	return oa_pwrite_full(f->cfd, b, sizeof(b), OA_LIVE_OFF);
 }
 
-static int ctl_synced(struct oa_file *f);
+static int ctl_synced(struct oa_file *f, struct oa_live *known);
 
 /* Flush the control file.  I9: a failure may have dropped what its page
  * cache held, journal 0's records of a transaction in progress included,
@@ -530,7 +530,7 @@ int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt)
 	 * makes obsolete is overwritten. */
 	if (ctl_flush(f) < 0)
 		return -1;
-	return ctl_synced(f);
+	return ctl_synced(f, NULL);
 }
 
 int oa_ctl_init_locked(struct oa_file *f)
@@ -593,23 +593,27 @@ int oa_ctl_identity(struct oa_file *f, bool in_use)
 }
 
 /* The live area records that the control file's state is durable, and
- * the identity that it was so in this boot. */
-static int ctl_synced(struct oa_file *f)
+ * the identity that it was so in this boot.  KNOWN: the live area of a
+ * control file in use, as the caller read it under COMMIT (NULL: look). */
+static int ctl_synced(struct oa_file *f, struct oa_live *known)
 {
 	struct oa_live l;
 	uint64_t size;
-	if (oa_xfsize(f->cfd, &size) < 0)
-		return -1;
-	if (size < OA_CTL_INIT) {
-		f->ctl_synced = true;
-		return 0;
+	if (!known) {
+		if (oa_xfsize(f->cfd, &size) < 0)
+			return -1;
+		if (size < OA_CTL_INIT) {
+			f->ctl_synced = true;
+			return 0;
+		}
+		if (oa_live_read(f, &l) < 0)
+			return -1;
+		known = &l;
 	}
-	if (oa_live_read(f, &l) < 0)
-		return -1;
-	if (l.flags & OA_LIVE_SYNCED)
+	if (known->flags & OA_LIVE_SYNCED)
 		return 0;
-	oa_ctl_mark_synced(f, &l);
-	return oa_live_write(f, &l);
+	oa_ctl_mark_synced(f, known);
+	return oa_live_write(f, known);
 }
 
 void oa_ctl_mark_synced(struct oa_file *f, struct oa_live *l)
@@ -629,7 +633,8 @@ int oa_ctl_sync_locked(struct oa_file *f)
 	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (oa_xfsize(f->cfd, &size) < 0)
 		return -1;
-	if (size < OA_CTL_INIT) {
+	bool in_use = size >= OA_CTL_INIT;
+	if (!in_use) {
 		if (f->ctl_synced)
 			return 0;
 	} else {
@@ -655,5 +660,11 @@ int oa_ctl_sync_locked(struct oa_file *f)
 	}
 	if (ctl_flush(f) < 0)
 		return -1;
-	return ctl_synced(f);
+	if (!in_use) {
+		f->ctl_synced = true;
+		return 0;
+	}
+	/* Under COMMIT, the live area is as read above (a flush that
+	 * returned 0 changed nothing in it). */
+	return ctl_synced(f, &l);
 }

@@ -144,10 +144,15 @@ static inline uint64_t oa_align_up(uint64_t v, uint64_t a)
 /* A header slot (control or journal; also the control's identity),
  * decoded.
  *   0  magic[8]   8 version u32   12 kind-specific u32 (0)
- *  16  slot_seq   24 a (control: ckpt_seq; journal: gen; identity: 0)
+ *  16  slot_seq   24 a (control: ckpt_seq; journal: gen; identity: the
+ *                       first half of the boot id, below)
  *  32  ino        40 igen
  *  48  era (control: chosen when the control file leaves the clean state;
- *      journal: the era its generation was started in; identity: 0)
+ *      journal: the era its generation was started in; identity: the
+ *      boot id's second half)
+ * The identity's a and era hold this boot's id (/proc/sys/kernel/random/
+ * boot_id) once a flush of the control file in use has returned, and are 0
+ * while it is clean (oa_ctl_identity).
  *  56..507 zero
  * 508  crc32c of bytes 0..507 */
 struct oa_slot {
