@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "oatomic.h"
+#include "oatomic-private.h"
 #include "tool.h"
 
 static const char *progname = "oatomic";
@@ -228,20 +229,7 @@ int tool_parse_seconds(const char *s, double *out)
 
 const char *tool_method_name(int method)
 {
-	switch (method) {
-	case OA_METHOD_AUTO:
-		return "auto";
-	case OA_METHOD_JOURNAL:
-		return "journal";
-	case OA_METHOD_CLONE:
-		return "clone";
-	case OA_METHOD_EXCHANGE:
-		return "exchange";
-	case OA_METHOD_KERNEL:
-		return "kernel";
-	default:
-		return NULL;
-	}
+	return oa__method_name(method);
 }
 
 static void list_cmds(FILE *out)

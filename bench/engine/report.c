@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oatomic-private.h"
 #include "bench.h"
 
 struct bench_row *bench_add_row(struct bench_report *r)
@@ -178,16 +179,13 @@ static void env_lines(const struct bench_report *r, const char *pfx)
 	       "median [min-max]%s\n", pfx, e->reps,
 	       e->quick ? "; --quick sizes" : "");
 	for (int i = 0; i < r->nalts; i++) {
-		static const char *const mname[] = { "auto", "journal",
-			"clone", "exchange", "kernel" };
 		const struct bench_alt *a = r->alts[i];
-		int m = a->actual_method;
+		const char *m = oa__method_name(a->actual_method);
 		printf("%salt:      %-17s %s", pfx, a->name,
 		       a->usable ? a->desc : a->why);
 		/* what oa_ioinfo said the handle uses */
 		if (a->usable && a->method >= 0)
-			printf(" [commits with: %s]", m >= 0 && m < 5 ?
-			       mname[m] : "?");
+			printf(" [commits with: %s]", m ? m : "?");
 		putchar('\n');
 	}
 }

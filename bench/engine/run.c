@@ -54,6 +54,7 @@
 #include <sys/wait.h>
 
 #include "oatomic.h"
+#include "oatomic-private.h"
 #include "bench.h"
 
 #define MAXREPS 32
@@ -994,20 +995,6 @@ static void run_workload(struct runcfg *rc, enum wl wl)
 
 /* ---- the machine ----------------------------------------------------------- */
 
-static const char *fs_name_of(unsigned long magic)
-{
-	switch (magic) {
-	case 0xEF53: return "ext4";
-	case 0x58465342: return "xfs";
-	case 0x9123683E: return "btrfs";
-	case 0x01021994: return "tmpfs";
-	case 0x2FC12FC1: return "zfs";
-	case 0xF2F52010: return "f2fs";
-	case 0x794c7630: return "overlayfs";
-	default: return NULL;
-	}
-}
-
 static void read_first(const char *path, const char *key, char *out,
 		       size_t len)
 {
@@ -1049,7 +1036,7 @@ static void describe(struct bench_env *e, const char *dir)
 	e->mem_gib = atof(mem) / 1048576.0;
 	snprintf(e->dir, sizeof(e->dir), "%s", dir);
 	if (statfs(dir, &sf) == 0) {
-		const char *n = fs_name_of((unsigned long)sf.f_type);
+		const char *n = oa__fs_name((unsigned long)sf.f_type);
 		if (n)
 			snprintf(e->fs, sizeof(e->fs), "%s", n);
 		else
