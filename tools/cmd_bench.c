@@ -57,11 +57,11 @@ static int parse_sizes(const struct tool_cmd *cmd, const char *list,
 	o->nsizes = 0;
 	for (char *w = strtok_r(copy, ",", &save); w && !rc;
 	     w = strtok_r(NULL, ",", &save)) {
-		if (tool_parse_u64(w, &v) < 0 || v < 1 || v > (1 << 20))
-			rc = tool_usage(cmd, "--sizes: sizes of 1 to 1m, not "
-					"'%s'", w);
-		else if (o->nsizes == (int)(sizeof(o->sizes) /
-					    sizeof(o->sizes[0])))
+		if ((rc = tool_parse_range(cmd, "--sizes", w, 1, 1 << 20,
+					   "sizes of 1 to 1m", &v)))
+			break;
+		if (o->nsizes == (int)(sizeof(o->sizes) /
+				       sizeof(o->sizes[0])))
 			rc = tool_usage(cmd, "--sizes: at most %d sizes",
 					o->nsizes);
 		else
@@ -141,16 +141,16 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			o.workloads = optarg;
 			break;
 		case 'r':
-			if (tool_parse_u64(optarg, &v) < 0 || v < 1 || v > 32)
-				return tool_usage(cmd, "--reps: 1 to 32, not "
-						  "'%s'", optarg);
+			if ((rc = tool_parse_range(cmd, "--reps", optarg, 1,
+						   32, "1 to 32", &v)))
+				return rc;
 			o.reps = (int)v;
 			break;
 		case 's':
-			if (tool_parse_u64(optarg, &v) < 0 || v < (1 << 20))
-				return tool_usage(cmd, "--max-size: a size of "
-						  "1m or more, not '%s'",
-						  optarg);
+			if ((rc = tool_parse_range(cmd, "--max-size", optarg,
+						   1 << 20, UINT64_MAX,
+						   "a size of 1m or more", &v)))
+				return rc;
 			o.max_size = v;
 			break;
 		case 't':
@@ -163,10 +163,9 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			o.keep = 1;
 			break;
 		case 'n':
-			if (tool_parse_u64(optarg, &v) < 0 || v < 1 ||
-			    v > 1000000)
-				return tool_usage(cmd, "--ops: 1 to 1000000, "
-						  "not '%s'", optarg);
+			if ((rc = tool_parse_range(cmd, "--ops", optarg, 1,
+						   1000000, "1 to 1000000", &v)))
+				return rc;
 			o.ops = (int)v;
 			break;
 		case 'z':

@@ -315,6 +315,9 @@ static void ev_fail(struct ev_alt *a, const char *what, long i)
 static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 		    int to)
 {
+	/* the one timing loop, whichever way the operation is done */
+	int (*op)(struct ev_alt *, const struct ev_point *, uint64_t) =
+		a->oa ? op_oatomic : op_plain;
 	struct bench_meter m0, m1;
 	double busy = 0, rate, pk;
 
@@ -330,7 +333,7 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 			ev_stamp(a->buf, p->len, (uint64_t)i);
 		errno = 0;
 		t = bench_now();
-		rc = a->oa ? op_oatomic(a, p, off) : op_plain(a, p, off);
+		rc = op(a, p, off);
 		dt = bench_now() - t;
 		if (rc < 0) {
 			ev_fail(a, "operation", i);

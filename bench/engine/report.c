@@ -221,6 +221,31 @@ static const char *bytes_short(double v, char *buf, size_t len)
 	return buf;
 }
 
+/* What both kinds of table row begin with: a row that did not run is one
+ * line saying why (returns 1); otherwise LAT gets "median [min-max]" and
+ * each of the N values V its cell C[i], "-" where it does not apply, whole
+ * for those in the bit mask WHOLE, with two decimals for the others. */
+static int row_cells(const struct bench_row *row, char lat[64],
+		     const double *v, int n, unsigned whole, char c[][24])
+{
+	if (strcmp(row->status, "ok") != 0) {
+		printf("  %-17s %s: %s\n", row->alt, row->status, row->note);
+		fflush(stdout);
+		return 1;
+	}
+	snprintf(lat, 64, "%.0f [%.0f-%.0f]", row->lat_med, row->lat_min,
+		 row->lat_max);
+	for (int i = 0; i < n; i++) {
+		if (v[i] < 0)
+			snprintf(c[i], 24, "-");
+		else if (whole & (1u << i))
+			snprintf(c[i], 24, "%.0f", v[i]);
+		else
+			snprintf(c[i], 24, "%.2f", v[i]);
+	}
+	return 0;
+}
+
 /* An everyday row: figures per operation, the ratio to the workload's
  * baseline, and what the run left beside the file. */
 static void print_op_row(const struct bench_row *row, int head)
@@ -236,21 +261,9 @@ static void print_op_row(const struct bench_row *row, int head)
 		       "%s\n", "alternative", "op us med [min-max]", "p90 us",
 		       "ops/s", "flush/o", "B/op", "io B/B", "dev fl",
 		       "dev B/B", "peakMiB", "x base", "left beside the file");
-	if (strcmp(row->status, "ok") != 0) {
-		printf("  %-17s %s: %s\n", row->alt, row->status, row->note);
-		fflush(stdout);
+	/* bytes per operation and operations/s: whole */
+	if (row_cells(row, lat, v, 7, 1u << 1 | 1u << 6, c))
 		return;
-	}
-	snprintf(lat, sizeof(lat), "%.0f [%.0f-%.0f]", row->lat_med,
-		 row->lat_min, row->lat_max);
-	for (int i = 0; i < 7; i++) {
-		if (v[i] < 0)
-			snprintf(c[i], sizeof(c[i]), "-");
-		else if (i == 1 || i == 6)
-			snprintf(c[i], sizeof(c[i]), "%.0f", v[i]);
-		else
-			snprintf(c[i], sizeof(c[i]), "%.2f", v[i]);
-	}
 	if (row->left_files < 0)
 		snprintf(left, sizeof(left), "-");
 	else
@@ -305,19 +318,8 @@ void bench_print_row_live(const struct bench_report *r,
 		print_op_row(row, 0);
 		return;
 	}
-	if (strcmp(row->status, "ok") != 0) {
-		printf("  %-17s %s: %s\n", row->alt, row->status, row->note);
-		fflush(stdout);
+	if (row_cells(row, lat, v, 6, 0, c))
 		return;
-	}
-	snprintf(lat, sizeof(lat), "%.0f [%.0f-%.0f]", row->lat_med,
-		 row->lat_min, row->lat_max);
-	for (int i = 0; i < 6; i++) {
-		if (v[i] < 0)
-			snprintf(c[i], sizeof(c[i]), "-");
-		else
-			snprintf(c[i], sizeof(c[i]), "%.2f", v[i]);
-	}
 	printf("  %-17s %-26s %9.0f ", row->alt, lat, row->lat_p99);
 	if (row->cps >= 0)
 		printf("%9.1f %8.1f ", row->cps, row->mbs);
