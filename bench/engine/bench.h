@@ -10,8 +10,10 @@
  * tools/cmd_bench.c parses the options and calls bench_main().
  *
  * Every alternative stores the same data: a file of file_size bytes seen as
- * 4 KiB pages.  An update (off, len) is page aligned; SQLite and LMDB store
- * each page as one row / record keyed by its page number.
+ * 4 KiB pages.  An update (off, len) is page aligned, except in the small
+ * workload's "unaligned" point, which the alternatives that store whole
+ * pages (ALT_WHOLE_PAGES) sit out; SQLite and LMDB store each page as one
+ * row / record keyed by its page number.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -35,6 +37,8 @@ struct bench_upd {
 #define ALT_RECOVER	0x1	/* has a log that a crash leaves to replay */
 #define ALT_ONE_WRITE	0x2	/* only single-write transactions (RWF_ATOMIC) */
 #define ALT_NO_THREADS_SAME_FILE 0x4	/* one data set twice in a process: no */
+#define ALT_WHOLE_PAGES	0x8	/* stores whole aligned pages only (records
+				 * keyed by page number, O_DIRECT) */
 
 struct bench_alt;
 struct bench_handle;
@@ -131,7 +135,7 @@ struct bench_opts {
 
 #define BENCH_WORKLOADS "small,large,many,concurrent,recovery," \
 			BENCH_EVERYDAY
-#define BENCH_EVERYDAY	"open,oneshot,replace"
+#define BENCH_EVERYDAY	"open,oneshot,replace,change,fill"
 
 /* Run the benchmark; returns a tool exit status. */
 int bench_main(const struct bench_opts *o);

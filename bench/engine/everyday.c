@@ -13,7 +13,18 @@
  *            files are: open O_RDWR, write the new content at 0, ftruncate
  *            to its length, commit, close.  Baseline "copy-rename": write a
  *            temporary beside the file, fsync it, rename it over the file,
- *            fsync the directory.  Sizes 64 B, 64 KiB, 1 MiB by default.
+ *            fsync the directory.  Sizes 64 B, 64 KiB, 1 MiB by default;
+ *   change   one 4 KiB change to a big file (256 MiB): open O_RDWR, write,
+ *            commit, close.  Baseline "copy-rename": the whole file copied
+ *            with the change into a temporary, fsync, rename over the file,
+ *            fsync the directory (what a program does for an atomic change
+ *            without a library);
+ *   fill     an empty file written whole in one transaction (256 MiB in
+ *            1 MiB writes): open O_RDWR, the writes, commit, close.
+ *            Baseline "inplace": open + pwrite... + fdatasync + close.  The
+ *            file, and for oatomic its control file and journal, are
+ *            removed and the file made again, empty, before every operation
+ *            (not timed), so every operation starts from a new file.
  *
  * One operation is timed from the start of its open to the return of its
  * close.  Every alternative has its own file, made before and not timed.
@@ -45,8 +56,10 @@
 #define EV_FILE		(1u << 20)	/* open, oneshot: the file's size */
 #define EV_IO		BENCH_PAGE	/* open, oneshot: bytes per operation */
 #define EV_BLOCK	10		/* operations per turn */
+#define EV_BIG		(256u << 20)	/* change, fill: the file's size */
+#define EV_BIG_QUICK	(4u << 20)	/* the same with --quick */
 
-enum ev_wl { EV_OPEN, EV_ONESHOT, EV_REPLACE };
+enum ev_wl { EV_OPEN, EV_ONESHOT, EV_REPLACE, EV_CHANGE, EV_FILL };
 
 struct ev_point {
 	enum ev_wl wl;
@@ -55,7 +68,9 @@ struct ev_point {
 	const char *mode;	/* "O_RDONLY", "O_RDWR", "-" */
 	int flags;		/* open: how the file is opened */
 	uint64_t file_size;
-	uint32_t len;		/* bytes read or written per operation */
+	uint32_t len;		/* bytes read or written per call (fill: per
+				 * write of the file_size an operation
+				 * writes) */
 	int ops;		/* per alternative */
 	int block;		/* operations per turn */
 };
@@ -66,6 +81,7 @@ struct ev_alt {
 	char base[128];		/* the data file's name */
 	char path[4200], tmp[4300];
 	unsigned char *buf;	/* BENCH_CHUNK, page aligned */
+	unsigned char *copy;	/* change, copy-rename: BENCH_CHUNK to copy */
 	double *lat;		/* us, one per operation */
 	int n, blocks;
 	double busy;		/* seconds spent in operations */
@@ -88,10 +104,21 @@ static uint64_t ev_rng(uint64_t s)
 	return z ^ (z >> 31);
 }
 
+/* Bytes one operation reads or writes, and the x of its row. */
+static uint64_t ev_bytes(const struct ev_point *p)
+{
+	return p->wl == EV_FILL ? p->file_size : p->len;
+}
+
+static uint64_t ev_value(const struct ev_point *p)
+{
+	return p->wl == EV_REPLACE || p->wl == EV_FILL ? p->file_size : p->len;
+}
+
 /* Operation I's offset: a page of the file, the same for every alternative. */
 static uint64_t ev_off(const struct ev_point *p, uint64_t i)
 {
-	if (p->wl == EV_REPLACE)
+	if (p->wl == EV_REPLACE || p->wl == EV_FILL)
 		return 0;
 	return ev_rng(i * 7919 + p->file_size) % (p->file_size / BENCH_PAGE) *
 	       BENCH_PAGE;
@@ -125,8 +152,19 @@ static int op_oatomic(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 			goto out;
 		break;
 	case EV_ONESHOT:
+	case EV_CHANGE:
 		if (oa_pwrite(f, a->buf, p->len, (off_t)off) !=
 		    (ssize_t)p->len || oa_commit(f) < 0)
+			goto out;
+		break;
+	case EV_FILL:
+		for (uint64_t o = 0; o < p->file_size; o += p->len) {
+			size_t n = p->file_size - o < p->len ?
+				   (size_t)(p->file_size - o) : p->len;
+			if (oa_pwrite(f, a->buf, n, (off_t)o) != (ssize_t)n)
+				goto out;
+		}
+		if (oa_commit(f) < 0)
 			goto out;
 		break;
 	case EV_REPLACE:
@@ -145,11 +183,68 @@ out:
 	return rc;
 }
 
+/* The whole file copied into the temporary with the change at OFF, synced
+ * and renamed over the file, the directory synced: an atomic change
+ * without a library. */
+static int copy_change(struct ev_alt *a, const struct ev_point *p,
+		       uint64_t off)
+{
+	int in = open(a->path, O_RDONLY | O_CLOEXEC), out, rc = -1;
+
+	if (in < 0)
+		return -1;
+	out = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0) {
+		close(in);
+		return -1;
+	}
+	for (uint64_t o = 0; o < p->file_size; o += BENCH_CHUNK) {
+		size_t n = p->file_size - o < BENCH_CHUNK ?
+			   (size_t)(p->file_size - o) : BENCH_CHUNK;
+		ssize_t r = pread(in, a->copy, n, (off_t)o);
+		if (r != (ssize_t)n) {
+			if (r >= 0)
+				errno = EIO;
+			goto out;
+		}
+		if (off >= o && off < o + n)	/* page aligned: in one chunk */
+			memcpy(a->copy + (off - o), a->buf, p->len);
+		if (bench_pwrite(out, a->copy, n, (off_t)o) < 0)
+			goto out;
+	}
+	if (bench_fsync(out) == 0)
+		rc = 0;
+out:
+	close(in);
+	if (close(out) < 0)
+		rc = -1;
+	if (rc == 0 && (rename(a->tmp, a->path) < 0 ||
+			bench_fsync_dir_of(a->path) < 0))
+		rc = -1;
+	return rc;
+}
+
 static int op_plain(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 {
 	int fd, rc = -1, e;
 
 	switch (p->wl) {
+	case EV_CHANGE:
+		return copy_change(a, p, off);
+	case EV_FILL:
+		fd = open(a->path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		rc = 0;
+		for (uint64_t o = 0; o < p->file_size && rc == 0;
+		     o += p->len) {
+			size_t n = p->file_size - o < p->len ?
+				   (size_t)(p->file_size - o) : p->len;
+			rc = bench_pwrite(fd, a->buf, n, (off_t)o);
+		}
+		if (rc == 0)
+			rc = bench_fdatasync(fd);
+		break;
 	case EV_OPEN:
 		fd = open(a->path, p->flags | O_CLOEXEC);
 		if (fd < 0)
@@ -194,7 +289,8 @@ static int op_plain(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 /* ---- the data sets ----------------------------------------------------------- */
 
 /* The file as a user has it: for oatomic, made, then written and committed
- * once and closed (the library's files exist, nothing is pending). */
+ * once and closed (the library's files exist, nothing is pending).  fill
+ * makes its file before every operation (ev_new_empty). */
 static int ev_create(struct ev_alt *a, const struct ev_point *p)
 {
 	struct oa_options opts;
@@ -203,6 +299,8 @@ static int ev_create(struct ev_alt *a, const struct ev_point *p)
 	oa_file *f;
 	int rc;
 
+	if (p->wl == EV_FILL)
+		return 0;
 	if (bench_make_plain(a->path, p->file_size) < 0)
 		return -1;
 	if (!a->oa)
@@ -258,6 +356,17 @@ static void ev_left(struct ev_alt *a, int unlink_them)
 	closedir(d);
 }
 
+/* fill, before each operation: a new empty file, durable, with nothing
+ * beside it (the library's control file and journal of the last one
+ * removed), as a program that writes a new file has it. */
+static int ev_new_empty(struct ev_alt *a)
+{
+	ev_left(a, 1);
+	if (unlink(a->path) < 0 && errno != ENOENT)
+		return -1;
+	return bench_make_plain(a->path, 0);
+}
+
 /* After the run: the file holds the last operation's bytes. */
 static int ev_check(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 {
@@ -287,7 +396,8 @@ static int ev_check(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 		}
 	}
 	if (r != (ssize_t)p->len || memcmp(got, a->buf, p->len) != 0 ||
-	    (p->wl == EV_REPLACE && size != (off_t)p->len)) {
+	    (p->wl == EV_REPLACE && size != (off_t)p->len) ||
+	    (p->wl == EV_FILL && size != (off_t)p->file_size)) {
 		snprintf(a->err, sizeof(a->err), "after the run the file does "
 			 "not hold the last operation's bytes");
 		free(got);
@@ -321,6 +431,12 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 	struct bench_meter m0, m1;
 	double busy = 0, rate, pk;
 
+	/* fill's turns are one operation long: the new file is made here,
+	 * outside the meters */
+	if (p->wl == EV_FILL && ev_new_empty(a) < 0) {
+		ev_fail(a, "making the empty file", from);
+		return;
+	}
 	bench_settle();
 	bench_peak_reset();
 	bench_meter_read(a->oa != NULL, &m0);
@@ -368,13 +484,13 @@ static void ev_row(struct bench_report *rep, const struct ev_point *p,
 		   struct ev_alt *a, double base_med)
 {
 	struct bench_row *row = bench_add_row(rep);
-	double logical = (double)p->len * a->n;
+	double logical = (double)ev_bytes(p) * a->n;
 	int writes = p->wl != EV_OPEN;
 
 	row->workload = p->workload;
 	row->alt = a->name;
 	row->param = p->param;
-	row->value = p->wl == EV_REPLACE ? p->file_size : p->len;
+	row->value = ev_value(p);
 	row->file_size = p->file_size;
 	row->mode = p->mode;
 	row->per_op = 1;
@@ -392,7 +508,7 @@ static void ev_row(struct bench_report *rep, const struct ev_point *p,
 	row->status = "ok";
 	row->reps = a->blocks;
 	row->commits = (uint64_t)a->n;
-	row->txn_bytes = writes ? p->len : 0;
+	row->txn_bytes = writes ? ev_bytes(p) : 0;
 	row->lat_p99 = bench_quantile(a->lat, a->n, 0.99);
 	row->lat_p90 = bench_quantile(a->lat, a->n, 0.90);
 	row->lat_med = bench_quantile(a->lat, a->n, 0.5);
@@ -455,8 +571,11 @@ static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
 		memcpy(a->path, path, sizeof(path));
 		snprintf(a->tmp, sizeof(a->tmp), "%s.tmp", path);
 		a->lat = calloc((size_t)p->ops, sizeof(double));
+		if (p->wl == EV_CHANGE && !a->oa)
+			a->copy = malloc(BENCH_CHUNK);
 		if (!a->lat || posix_memalign((void **)&a->buf, BENCH_PAGE,
-					      BENCH_CHUNK) != 0) {
+					      BENCH_CHUNK) != 0 ||
+		    (p->wl == EV_CHANGE && !a->oa && !a->copy)) {
 			errno = ENOMEM;
 			ev_fail(a, "setting up", -1);
 			continue;
@@ -494,11 +613,12 @@ static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
 		bench_print_row_live(rep, &rep->rows[rep->nrows - 1], fmt);
 		free(ea[k].lat);
 		free(ea[k].buf);
+		free(ea[k].copy);
 	}
 	if (fmt != BF_TABLE && progress)
 		fprintf(stderr, "oatomic: bench: %s %s=%lu %s done\n",
-			p->workload, p->param, (unsigned long)(p->wl ==
-			EV_REPLACE ? p->file_size : p->len), p->mode);
+			p->workload, p->param, (unsigned long)ev_value(p),
+			p->mode);
 	return failed;
 }
 
@@ -509,25 +629,39 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 		   const char *workload)
 {
 	static const uint64_t def_sizes[] = { 64, 64 << 10, 1 << 20 };
+	/* in enum ev_wl's order */
+	static const char *const names[] = { "open", "oneshot", "replace",
+					     "change", "fill" };
+	/* change and fill: one big file, as the --max-size cap allows */
+	uint64_t big = o->quick ? EV_BIG_QUICK : EV_BIG;
 	struct ev_point p;
 	int failed = 0;
 
+	if (o->max_size && big > o->max_size)
+		big = o->max_size;
 	memset(&p, 0, sizeof(p));
-	/* rows keep the name: ours, not the caller's buffer */
-	p.workload = strcmp(workload, "open") == 0 ? "open" :
-		     strcmp(workload, "oneshot") == 0 ? "oneshot" : "replace";
-	p.ops = o->ops > 0 ? o->ops : (o->quick ? 20 : 200);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(workload, names[i]) == 0) {
+			p.wl = (enum ev_wl)i;
+			/* rows keep the name: ours, not the caller's buffer */
+			p.workload = names[i];
+		}
+	if (!p.workload)
+		return 1;
+	/* A copy or a write of the whole big file per operation: fewer of
+	 * them by default. */
+	p.ops = o->ops > 0 ? o->ops : p.wl == EV_CHANGE ? 20 :
+		p.wl == EV_FILL ? (o->quick ? 3 : 5) : (o->quick ? 20 : 200);
 	p.block = p.ops >= 4 * EV_BLOCK ? EV_BLOCK :
 		  (p.ops / 4 > 0 ? p.ops / 4 : 1);
 	p.mode = "-";
-	if (strcmp(workload, "open") == 0) {
+	if (p.wl == EV_OPEN) {
 		if (o->format == BF_TABLE)
 			printf("\n== open: a clean file opened, 4 KiB read, "
 			       "closed; against open + pread + close (plain)"
 			       "\n   per operation, open .. close; x base = "
 			       "median / plain's; left = files beside the "
 			       "data file after the run, du\n");
-		p.wl = EV_OPEN;
 		p.param = "read_bytes";
 		p.file_size = EV_FILE;
 		p.len = EV_IO;
@@ -539,7 +673,7 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 		p.mode = "O_RDWR";
 		failed |= ev_point_run(rep, alts, nalts, &p, "plain",
 				       o->format, o->progress);
-	} else if (strcmp(workload, "oneshot") == 0) {
+	} else if (p.wl == EV_ONESHOT) {
 		if (o->format == BF_TABLE)
 			printf("\n== oneshot: open O_RDWR, one 4 KiB write, "
 			       "commit, close; against open + pwrite + "
@@ -547,14 +681,13 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 			       "open .. close; x base = median / inplace's; "
 			       "left = files beside the data file after the "
 			       "run, du\n");
-		p.wl = EV_ONESHOT;
 		p.param = "update_bytes";
 		p.file_size = EV_FILE;
 		p.len = EV_IO;
 		p.flags = O_RDWR;
 		failed |= ev_point_run(rep, alts, nalts, &p, "inplace",
 				       o->format, o->progress);
-	} else if (strcmp(workload, "replace") == 0) {
+	} else if (p.wl == EV_REPLACE) {
 		const uint64_t *sz = o->nsizes ? o->sizes : def_sizes;
 		int n = o->nsizes ? o->nsizes : 3;
 		if (o->format == BF_TABLE)
@@ -565,7 +698,6 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 			       "(copy-rename)\n   per operation, open .. close; "
 			       "x base = median / copy-rename's; left = files "
 			       "beside the data file after the run, du\n");
-		p.wl = EV_REPLACE;
 		p.param = "content_bytes";
 		p.flags = O_RDWR;
 		for (int k = 0; k < n; k++) {
@@ -575,6 +707,37 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 					       "copy-rename", o->format,
 					       o->progress);
 		}
+	} else if (p.wl == EV_CHANGE) {
+		if (o->format == BF_TABLE)
+			printf("\n== change: one 4 KiB change to a big file: "
+			       "open O_RDWR, write, commit, close;\n   against "
+			       "the whole file copied with the change to a "
+			       "temporary, fsync, rename over, directory fsync "
+			       "(copy-rename)\n   per operation, open .. close; "
+			       "x base = median / copy-rename's; left = files "
+			       "beside the data file after the run, du\n");
+		p.param = "update_bytes";
+		p.file_size = big;
+		p.len = EV_IO;
+		p.flags = O_RDWR;
+		failed |= ev_point_run(rep, alts, nalts, &p, "copy-rename",
+				       o->format, o->progress);
+	} else {
+		if (o->format == BF_TABLE)
+			printf("\n== fill: a new, empty file written whole in "
+			       "one transaction of 1 MiB writes: open O_RDWR, "
+			       "write, commit, close;\n   against open + "
+			       "pwrite... + fdatasync + close (inplace)\n   "
+			       "per operation, open .. close; x base = median / "
+			       "inplace's; left = files beside the data file "
+			       "after the run, du\n");
+		p.param = "txn_bytes";
+		p.file_size = big;
+		p.len = BENCH_CHUNK;
+		p.flags = O_RDWR;
+		p.block = 1;	/* the new file is made between turns */
+		failed |= ev_point_run(rep, alts, nalts, &p, "inplace",
+				       o->format, o->progress);
 	}
 	return failed;
 }

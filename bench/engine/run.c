@@ -224,7 +224,8 @@ static const char *const wl_name[WL_N] = {
 };
 
 static const char *const wl_title[WL_N] = {
-	"small commits: one update at a random aligned offset per commit",
+	("small commits: one update at a random aligned offset per commit "
+	 "(and 4 KiB at an unaligned one)"),
 	"large transactions: the whole file rewritten in 1 MiB writes, one commit",
 	"many small writes per transaction: 4 KiB writes at random offsets",
 	("concurrent committers: 4 KiB commits, threads or processes, one "
@@ -232,12 +233,19 @@ static const char *const wl_title[WL_N] = {
 	"recovery after a crash at the commit point, against journal size",
 };
 
-enum conc_mode { CM_NONE, CM_THR_ONE, CM_THR_SEP, CM_PROC_ONE, CM_PROC_SEP };
+/* How a point runs: the concurrency modes, and for small commits the
+ * updates that start UNALIGNED_BY bytes past an aligned offset. */
+enum conc_mode { CM_NONE, CM_THR_ONE, CM_THR_SEP, CM_PROC_ONE, CM_PROC_SEP,
+		 CM_UNALIGNED };
 
 static const char *const cm_name[] = {
 	"-", "threads/one-file", "threads/own-files", "processes/one-file",
-	"processes/own-files",
+	"processes/own-files", "unaligned",
 };
+
+/* An odd offset: the update straddles two pages and starts mid-sector, so
+ * the library's partial-page paths are what is measured. */
+#define UNALIGNED_BY	100
 
 struct point {
 	enum wl wl;
@@ -281,8 +289,12 @@ static void gen_updates(const struct point *p, uint64_t seed,
 		return;
 	}
 	for (int i = 0; i < p->nwrites; i++) {
-		uint64_t slots = p->file_size / p->upd;
+		/* unaligned: one slot fewer, so the last update still fits */
+		uint64_t slots = p->file_size / p->upd -
+				 (p->mode == CM_UNALIGNED);
 		u[i].off = (rng_next(&s) % slots) * p->upd;	/* aligned */
+		if (p->mode == CM_UNALIGNED)
+			u[i].off += UNALIGNED_BY;
 		u[i].len = p->upd;
 		u[i].data = (uint32_t)(((uint64_t)i * p->upd) %
 				       (BENCH_CHUNK * 2 - p->upd + 1) &
@@ -303,6 +315,10 @@ static int applicable(const struct bench_alt *a, const struct point *p,
 				 a->unit_max);
 			return 0;
 		}
+	}
+	if (p->mode == CM_UNALIGNED && (a->caps & ALT_WHOLE_PAGES)) {
+		snprintf(why, len, "stores whole aligned pages only");
+		return 0;
 	}
 	if (p->mode == CM_THR_ONE && (a->caps & ALT_NO_THREADS_SAME_FILE)) {
 		snprintf(why, len, "LMDB forbids opening one environment twice "
@@ -917,6 +933,16 @@ static void run_workload(struct runcfg *rc, enum wl wl)
 				run_point(rc, &p);
 			}
 		}
+		/* 4 KiB at an odd offset, on the middle file size */
+		p.mode = CM_UNALIGNED;
+		p.upd = BENCH_PAGE;
+		p.value = p.upd;
+		p.file_size = quick ? 1 << 20 : 64 << 20;
+		if (p.file_size > rc->max_size)
+			p.file_size = rc->max_size;
+		p.commits = quick ? 20 : 500;
+		p.min_commits = 3;
+		run_point(rc, &p);
 		break;
 	case WL_LARGE:
 		p.param = "txn_bytes";
