@@ -47,7 +47,7 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 	if ($12 > $11 || $11 > $13) print "min <= median <= max: " $0
 	if (w == "recovery") next
 	if (w == "open" || w == "oneshot" || w == "replace" || w == "change" ||
-	    w == "fill") {
+	    w == "fill" || w == "frag") {
 		# everyday rows: per operation, against the baseline of the workload
 		if (!num($15) || $15 <= 0 || !num($19) || !num($26) || !num($27) ||
 		    !num($28) || $28 <= 0 || !num($29) || !num($30))
@@ -55,7 +55,7 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 		if ($14 < $26 || $26 < $11) print "median <= p90 <= p99: " $0
 		if (w != "open" && (!num($18) || !num($20) || $19 <= 0 || $20 < 1))
 			print "everyday write counts: " $0
-		if (a ~ /^(plain|inplace|copy-rename)$/ && ($28 != 1 || $29 != 0))
+		if (a ~ /^(plain|inplace|copy-rename|clone-exchange)$/ && ($28 != 1 || $29 != 0))
 			print "baseline: ratio 1, nothing left: " $0
 		if (a ~ /^oatomic-/ && w != "open" && $19 < 1)
 			print "oatomic commits without a flush: " $0
@@ -93,6 +93,9 @@ for a in oatomic-auto inplace; do
 done
 grep -q '^small,sqlite-rollback,update_bytes,4096,1048576,unaligned,ok,' "$csv" &&
 	fail "sqlite-rollback ran the unaligned point"
+# frag: ok rows where the exchange method opens (XFS), n/a rows elsewhere.
+grep -q '^frag,oatomic-auto,frag_commits,0,4194304,-,\(ok\|n/a\),' "$csv" ||
+	fail "no frag row for oatomic-auto"
 # The everyday workloads: oatomic-auto beside its baseline at every point.
 for pt in "open,%s,read_bytes,4096,1048576,O_RDONLY" "open,%s,read_bytes,4096,1048576,O_RDWR" \
 	"oneshot,%s,update_bytes,4096,1048576,-" "replace,%s,content_bytes,64,64,-" \

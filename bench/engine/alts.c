@@ -82,7 +82,7 @@ int bench_pwrite(int fd, const void *buf, size_t n, off_t off)
 	return 0;
 }
 
-static int full_pread(int fd, void *buf, size_t n, off_t off)
+int bench_pread(int fd, void *buf, size_t n, off_t off)
 {
 	char *p = buf;
 
@@ -100,6 +100,11 @@ static int full_pread(int fd, void *buf, size_t n, off_t off)
 		off += r;
 	}
 	return 0;
+}
+
+void bench_flush_counted(void)
+{
+	ctr_flushes++;
 }
 
 int bench_fdatasync(int fd)
@@ -406,7 +411,7 @@ static int copy_txn(struct bench_handle *h, const struct bench_upd *u, int n,
 	for (off_t off = 0; off < st.st_size; off += BENCH_CHUNK) {
 		size_t len = (size_t)(st.st_size - off < BENCH_CHUNK ?
 				      st.st_size - off : BENCH_CHUNK);
-		if (full_pread(in, h->copybuf, len, off) < 0)
+		if (bench_pread(in, h->copybuf, len, off) < 0)
 			goto out;
 		/* patch in the updates that fall into this chunk */
 		for (int i = 0; i < n; i++) {
@@ -549,7 +554,7 @@ static int rwf_txn(struct bench_handle *h, const struct bench_upd *u, int n,
 	memcpy(h->copybuf, payload + u->data, u->len);
 	iov.iov_base = h->copybuf;
 	iov.iov_len = u->len;
-	ctr_flushes++;	/* the RWF_DSYNC write is the flush */
+	bench_flush_counted();	/* the RWF_DSYNC write is the flush */
 	if (pwritev2(h->fd, &iov, 1, (off_t)u->off, RWF_ATOMIC | RWF_DSYNC) !=
 	    (ssize_t)u->len)
 		return -1;

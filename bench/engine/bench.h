@@ -87,6 +87,11 @@ void bench_appctr_of(int oatomic, struct bench_appctr *out);
  * closed, as programs do). */
 int bench_pwrite(int fd, const void *buf, size_t n, off_t off);
 int bench_fsync(int fd);
+/* A call that makes its data durable itself (an RWF_DSYNC write, a DSYNC
+ * range exchange): counted as one flush. */
+void bench_flush_counted(void);
+/* A whole pread, not counted (copies read, they do not write). */
+int bench_pread(int fd, void *buf, size_t n, off_t off);
 int bench_fdatasync(int fd);
 int bench_fsync_dir_of(const char *path);
 /* A plain file of SIZE bytes of the initial pages, synced (set-up). */
@@ -135,7 +140,7 @@ struct bench_opts {
 
 #define BENCH_WORKLOADS "small,large,many,concurrent,recovery," \
 			BENCH_EVERYDAY
-#define BENCH_EVERYDAY	"open,oneshot,replace,change,fill"
+#define BENCH_EVERYDAY	"open,oneshot,replace,change,fill,frag"
 
 /* Run the benchmark; returns a tool exit status. */
 int bench_main(const struct bench_opts *o);

@@ -24,7 +24,17 @@
  *            Baseline "inplace": open + pwrite... + fdatasync + close.  The
  *            file, and for oatomic its control file and journal, are
  *            removed and the file made again, empty, before every operation
- *            (not timed), so every operation starts from a new file.
+ *            (not timed), so every operation starts from a new file;
+ *   frag     (XFS with range exchange) one 64 KiB change to a 64 MiB file
+ *            that N earlier 4 KiB commits of the exchange method have
+ *            fragmented (N = 0, 2000, 8000; made before, not timed): open,
+ *            write, commit, close.  Baseline "clone-exchange", the
+ *            whole-file pattern of xfs_io's atomic update: the file cloned
+ *            (FICLONE) into an O_TMPFILE, the change written there, the
+ *            whole file exchanged back with DSYNC.  Shows that the cost of
+ *            oatomic's exchange follows the change, not the file's extents;
+ *            rows say how many extents the file had (FIEMAP).  Elsewhere
+ *            its rows are n/a.
  *
  * One operation is timed from the start of its open to the return of its
  * close.  Every alternative has its own file, made before and not timed.
@@ -48,9 +58,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 
 #include "oatomic.h"
+#include "internal.h"	/* the XFS range exchange the library calls */
 #include "bench.h"
 
 #define EV_FILE		(1u << 20)	/* open, oneshot: the file's size */
@@ -58,8 +72,10 @@
 #define EV_BLOCK	10		/* operations per turn */
 #define EV_BIG		(256u << 20)	/* change, fill: the file's size */
 #define EV_BIG_QUICK	(4u << 20)	/* the same with --quick */
+#define EV_FRAG_FILE	(64u << 20)	/* frag: the file's size */
+#define EV_FRAG_IO	(64u << 10)	/* frag: the change */
 
-enum ev_wl { EV_OPEN, EV_ONESHOT, EV_REPLACE, EV_CHANGE, EV_FILL };
+enum ev_wl { EV_OPEN, EV_ONESHOT, EV_REPLACE, EV_CHANGE, EV_FILL, EV_FRAG };
 
 struct ev_point {
 	enum ev_wl wl;
@@ -73,6 +89,7 @@ struct ev_point {
 				 * writes) */
 	int ops;		/* per alternative */
 	int block;		/* operations per turn */
+	int frag;		/* frag: 4 KiB exchange commits made before */
 };
 
 struct ev_alt {
@@ -90,6 +107,7 @@ struct ev_alt {
 	int dev_ok;
 	double peak;
 	double left_files, left_bytes;
+	double extents;		/* frag: the file's, before the operations */
 	int failed;
 	char err[160];
 };
@@ -112,6 +130,8 @@ static uint64_t ev_bytes(const struct ev_point *p)
 
 static uint64_t ev_value(const struct ev_point *p)
 {
+	if (p->wl == EV_FRAG)
+		return (uint64_t)p->frag;
 	return p->wl == EV_REPLACE || p->wl == EV_FILL ? p->file_size : p->len;
 }
 
@@ -120,6 +140,9 @@ static uint64_t ev_off(const struct ev_point *p, uint64_t i)
 {
 	if (p->wl == EV_REPLACE || p->wl == EV_FILL)
 		return 0;
+	if (p->wl == EV_FRAG)	/* aligned to the change's size */
+		return ev_rng(i * 7919 + p->file_size) %
+		       (p->file_size / p->len) * p->len;
 	return ev_rng(i * 7919 + p->file_size) % (p->file_size / BENCH_PAGE) *
 	       BENCH_PAGE;
 }
@@ -153,6 +176,7 @@ static int op_oatomic(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 		break;
 	case EV_ONESHOT:
 	case EV_CHANGE:
+	case EV_FRAG:
 		if (oa_pwrite(f, a->buf, p->len, (off_t)off) !=
 		    (ssize_t)p->len || oa_commit(f) < 0)
 			goto out;
@@ -224,6 +248,37 @@ out:
 	return rc;
 }
 
+/* The whole-file pattern of an atomic change on XFS (xfs_io's atomic
+ * update): the file cloned into a temporary, the change written there, the
+ * whole file exchanged back, durably (DSYNC: the one flush). */
+static int clone_exchange(struct ev_alt *a, const struct ev_point *p,
+			  uint64_t off)
+{
+	struct oa_xfs_exchange_range x = {
+		.length = p->file_size, .flags = OA_XFS_EXCHANGE_DSYNC,
+	};
+	int fd = open(a->path, O_RDWR | O_CLOEXEC), tmp = -1, rc = -1, e;
+
+	if (fd < 0)
+		return -1;
+	tmp = open(bench_dir(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (tmp < 0 || ioctl(tmp, FICLONE, fd) < 0 ||
+	    bench_pwrite(tmp, a->buf, p->len, (off_t)off) < 0)
+		goto out;
+	x.file1_fd = tmp;
+	bench_flush_counted();
+	if (ioctl(fd, OA_XFS_IOC_EXCHANGE_RANGE, &x) == 0)
+		rc = 0;
+out:
+	e = errno;
+	if (tmp >= 0)
+		close(tmp);
+	if (close(fd) < 0 && rc == 0)
+		return -1;
+	errno = e;
+	return rc;
+}
+
 static int op_plain(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 {
 	int fd, rc = -1, e;
@@ -231,6 +286,8 @@ static int op_plain(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 	switch (p->wl) {
 	case EV_CHANGE:
 		return copy_change(a, p, off);
+	case EV_FRAG:
+		return clone_exchange(a, p, off);
 	case EV_FILL:
 		fd = open(a->path, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
@@ -288,6 +345,51 @@ static int op_plain(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 
 /* ---- the data sets ----------------------------------------------------------- */
 
+static void ev_left(struct ev_alt *a, int unlink_them);
+
+/* frag: P->frag commits of 4 KiB at random pages through the exchange
+ * method, the same ones for every alternative's file; then the library's
+ * files go, so that each alternative starts as it would on a file it finds
+ * fragmented. */
+static int ev_fragment(struct ev_alt *a, const struct ev_point *p)
+{
+	struct oa_options opts = { .size = sizeof(opts),
+				   .method = OA_METHOD_EXCHANGE };
+	oa_file *f = oa_open_opts(a->path, O_RDWR, 0, &opts);
+	int rc = 0;
+
+	if (!f)
+		return -1;
+	for (int k = 0; k < p->frag && rc == 0; k++) {
+		uint64_t off = ev_rng((uint64_t)k * 31 + 17) %
+			       (p->file_size / BENCH_PAGE) * BENCH_PAGE;
+		ev_stamp(a->buf, BENCH_PAGE, (uint64_t)k);
+		if (oa_pwrite(f, a->buf, BENCH_PAGE, (off_t)off) != BENCH_PAGE ||
+		    oa_commit(f) < 0)
+			rc = -1;
+	}
+	if (oa_close(f) < 0)
+		rc = -1;
+	ev_left(a, 1);
+	return rc;
+}
+
+/* The number of extents of PATH, as FIEMAP counts them; -1: unknown. */
+static double ev_extents(const char *path)
+{
+	struct fiemap fm = { .fm_length = FIEMAP_MAX_OFFSET,
+			     .fm_flags = FIEMAP_FLAG_SYNC };
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	double n = -1;
+
+	if (fd < 0)
+		return -1;
+	if (ioctl(fd, FS_IOC_FIEMAP, &fm) == 0)	/* extent_count 0: count */
+		n = fm.fm_mapped_extents;
+	close(fd);
+	return n;
+}
+
 /* The file as a user has it: for oatomic, made, then written and committed
  * once and closed (the library's files exist, nothing is pending).  fill
  * makes its file before every operation (ev_new_empty). */
@@ -302,6 +404,8 @@ static int ev_create(struct ev_alt *a, const struct ev_point *p)
 	if (p->wl == EV_FILL)
 		return 0;
 	if (bench_make_plain(a->path, p->file_size) < 0)
+		return -1;
+	if (p->wl == EV_FRAG && p->frag > 0 && ev_fragment(a, p) < 0)
 		return -1;
 	if (!a->oa)
 		return 0;
@@ -480,15 +584,14 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 		a->rate_max = rate;
 }
 
-static void ev_row(struct bench_report *rep, const struct ev_point *p,
-		   struct ev_alt *a, double base_med)
+/* A row of point P for the alternative NAME, every figure not there yet. */
+static struct bench_row *ev_row_new(struct bench_report *rep,
+				    const struct ev_point *p, const char *name)
 {
 	struct bench_row *row = bench_add_row(rep);
-	double logical = (double)ev_bytes(p) * a->n;
-	int writes = p->wl != EV_OPEN;
 
 	row->workload = p->workload;
-	row->alt = a->name;
+	row->alt = name;
 	row->param = p->param;
 	row->value = ev_value(p);
 	row->file_size = p->file_size;
@@ -500,6 +603,16 @@ static void ev_row(struct bench_report *rep, const struct ev_point *p,
 	row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
 	row->vs_floor = row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
 	row->left_files = row->left_bytes = -1;
+	return row;
+}
+
+static void ev_row(struct bench_report *rep, const struct ev_point *p,
+		   struct ev_alt *a, double base_med)
+{
+	struct bench_row *row = ev_row_new(rep, p, a->name);
+	double logical = (double)ev_bytes(p) * a->n;
+	int writes = p->wl != EV_OPEN;
+
 	if (a->failed) {
 		row->status = "failed";
 		snprintf(row->note, sizeof(row->note), "%s", a->err);
@@ -534,6 +647,58 @@ static void ev_row(struct bench_report *rep, const struct ev_point *p,
 		row->vs_base = row->lat_med / base_med;
 	row->left_files = a->left_files;
 	row->left_bytes = a->left_bytes;
+	if (p->wl == EV_FRAG && a->extents >= 0)
+		snprintf(row->note, sizeof(row->note), "%.0f extent%s before "
+			 "the operations", a->extents,
+			 a->extents == 1 ? "" : "s");
+}
+
+/* Point P cannot run here: an n/a row, saying WHY, for each alternative. */
+static void ev_na(struct bench_report *rep, struct bench_alt *const *alts,
+		  int nalts, const struct ev_point *p, const char *bname,
+		  const char *why, enum bench_format fmt)
+{
+	for (int i = 0; i <= nalts; i++) {
+		struct bench_row *row;
+
+		if (i < nalts && !(alts[i]->method >= 0 && alts[i]->usable))
+			continue;
+		row = ev_row_new(rep, p, i < nalts ? alts[i]->name : bname);
+		row->status = "n/a";
+		snprintf(row->note, sizeof(row->note), "%s", why);
+		bench_print_row_live(rep, row, fmt);
+	}
+}
+
+/* frag needs the exchange method: can a file in the scratch directory be
+ * opened with it?  If not, WHY says so. */
+static int ev_can_exchange(char *why, size_t len)
+{
+	struct oa_options opts = { .size = sizeof(opts),
+				   .method = OA_METHOD_EXCHANGE };
+	struct ev_alt probe;
+	oa_file *f;
+	int ok = 0;
+
+	memset(&probe, 0, sizeof(probe));
+	snprintf(probe.base, sizeof(probe.base), "frag-probe");
+	snprintf(probe.path, sizeof(probe.path), "%s/%s", bench_dir(),
+		 probe.base);
+	if (bench_make_plain(probe.path, BENCH_CHUNK) < 0) {
+		snprintf(why, len, "making a file: %s", strerror(errno));
+		return 0;
+	}
+	f = oa_open_opts(probe.path, O_RDWR, 0, &opts);
+	if (f) {
+		ok = 1;
+		oa_close(f);
+	} else {
+		snprintf(why, len, "needs the exchange method (XFS with "
+			 "range exchange): %s", strerror(errno));
+	}
+	ev_left(&probe, 1);
+	unlink(probe.path);
+	return ok;
 }
 
 static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
@@ -583,8 +748,11 @@ static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
 		for (size_t b = 0; b < BENCH_CHUNK; b += 8)
 			memcpy(a->buf + b, &(uint64_t){ b * 31 + 7 }, 8);
 		errno = 0;
+		a->extents = -1;
 		if (ev_create(a, p) < 0)
 			ev_fail(a, "creating the file", -1);
+		else if (p->wl == EV_FRAG)
+			a->extents = ev_extents(a->path);
 	}
 	bench_settle();
 	for (int b = 0, from = 0; from < p->ops; b++, from += p->block) {
@@ -631,7 +799,8 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 	static const uint64_t def_sizes[] = { 64, 64 << 10, 1 << 20 };
 	/* in enum ev_wl's order */
 	static const char *const names[] = { "open", "oneshot", "replace",
-					     "change", "fill" };
+					     "change", "fill", "frag" };
+	static const int q_frag[] = { 0, 100 }, f_frag[] = { 0, 2000, 8000 };
 	/* change and fill: one big file, as the --max-size cap allows */
 	uint64_t big = o->quick ? EV_BIG_QUICK : EV_BIG;
 	struct ev_point p;
@@ -651,6 +820,7 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 	/* A copy or a write of the whole big file per operation: fewer of
 	 * them by default. */
 	p.ops = o->ops > 0 ? o->ops : p.wl == EV_CHANGE ? 20 :
+		p.wl == EV_FRAG ? 15 :
 		p.wl == EV_FILL ? (o->quick ? 3 : 5) : (o->quick ? 20 : 200);
 	p.block = p.ops >= 4 * EV_BLOCK ? EV_BLOCK :
 		  (p.ops / 4 > 0 ? p.ops / 4 : 1);
@@ -722,6 +892,36 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 		p.flags = O_RDWR;
 		failed |= ev_point_run(rep, alts, nalts, &p, "copy-rename",
 				       o->format, o->progress);
+	} else if (p.wl == EV_FRAG) {
+		char why[200];
+		int n = o->quick ? 2 : 3;
+
+		if (o->format == BF_TABLE)
+			printf("\n== frag: one 64 KiB change as the file "
+			       "fragments (N 4 KiB exchange commits before): "
+			       "open, write, commit, close;\n   against the "
+			       "whole file cloned, the change written, the "
+			       "whole file exchanged back (clone-exchange)\n"
+			       "   per operation, open .. close; x base = "
+			       "median / clone-exchange's; the CSV's note: "
+			       "the file's extents\n");
+		p.param = "frag_commits";
+		p.file_size = o->quick ? EV_BIG_QUICK : EV_FRAG_FILE;
+		if (o->max_size && p.file_size > o->max_size)
+			p.file_size = o->max_size;
+		p.len = EV_FRAG_IO;
+		p.flags = O_RDWR;
+		if (!ev_can_exchange(why, sizeof(why))) {
+			ev_na(rep, alts, nalts, &p, "clone-exchange", why,
+			      o->format);
+			return failed;
+		}
+		for (int k = 0; k < n; k++) {
+			p.frag = o->quick ? q_frag[k] : f_frag[k];
+			failed |= ev_point_run(rep, alts, nalts, &p,
+					       "clone-exchange", o->format,
+					       o->progress);
+		}
 	} else {
 		if (o->format == BF_TABLE)
 			printf("\n== fill: a new, empty file written whole in "

@@ -270,9 +270,11 @@ static void print_op_row(const struct bench_row *row, int head)
 		snprintf(left, sizeof(left), "%.0f file%s, %s", row->left_files,
 			 row->left_files == 1 ? "" : "s",
 			 bytes_short(row->left_bytes, b, sizeof(b)));
-	printf("  %-17s %-26s %9.0f %9s %7s %8s %6s %6s %6s %7.1f %7s  %s\n",
+	/* a note on an ok row says more about the point (frag: extents) */
+	printf("  %-17s %-26s %9.0f %9s %7s %8s %6s %6s %6s %7.1f %7s  %s%s%s\n",
 	       row->alt, lat, row->lat_p90, c[6], c[0], c[1], c[2], c[3], c[4],
-	       row->peak_kib / 1024, c[5], left);
+	       row->peak_kib / 1024, c[5], left, row->note[0] ? "; " : "",
+	       row->note);
 	fflush(stdout);
 }
 
