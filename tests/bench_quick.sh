@@ -21,7 +21,7 @@ csv=$DIR/quick.csv
 rc=$?
 [ $rc -eq 0 ] || { cat "$DIR/err"; tail -5 "$csv"; fail "oatomic bench --quick --format csv exited $rc"; }
 
-want_cols="workload,alternative,param,value,file_bytes,mode,status,reps,commits,txn_bytes,lat_med_us,lat_min_us,lat_max_us,lat_p99_us,commits_s,commits_s_min,commits_s_max,mb_s,flushes_per_commit,bytes_per_byte,io_bytes_per_byte,dev_flushes_per_commit,dev_bytes_per_byte,peak_rss_kib,lat_vs_inplace,lat_p90_us,bytes_per_op,lat_vs_baseline,left_files,left_bytes,note"
+want_cols="workload,alternative,param,value,file_bytes,mode,status,reps,commits,txn_bytes,lat_med_us,lat_min_us,lat_max_us,lat_p99_us,commits_s,commits_s_min,commits_s_max,mb_s,flushes_per_commit,bytes_per_byte,io_bytes_per_byte,dev_flushes_per_commit,dev_bytes_per_byte,peak_rss_kib,lat_vs_inplace,lat_p90_us,bytes_per_op,lat_vs_baseline,left_files,left_bytes,cpu_us_per_commit,note"
 header=$(grep -v '^#' "$csv" | head -1)
 [ "$header" = "$want_cols" ] || fail "CSV header is '$header'"
 
@@ -46,6 +46,7 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 		print "latency/peak: " $0
 	if ($12 > $11 || $11 > $13) print "min <= median <= max: " $0
 	if (w == "recovery") next
+	if (!num($31)) print "cpu_us_per_commit: " $0
 	if (w == "open" || w == "oneshot" || w == "replace" || w == "change" ||
 	    w == "fill" || w == "frag") {
 		# everyday rows: per operation, against the baseline of the workload

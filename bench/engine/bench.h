@@ -103,6 +103,7 @@ struct bench_meter {
 	uint64_t io_wbytes;		/* /proc/self/io write_bytes */
 	uint64_t dev_flushes, dev_sectors;	/* the block device's */
 	int dev_ok;
+	double cpu_s;			/* the process's CPU time, user+sys */
 };
 void bench_meter_read(int oatomic, struct bench_meter *m);
 void bench_peak_reset(void);	/* VmHWM from now */
@@ -177,6 +178,8 @@ struct bench_row {
 	double vs_base;		/* lat_med / the workload's baseline's */
 	double left_files;	/* the library's files beside the data file */
 	double left_bytes;	/* and their disk usage (du), after the run */
+	double cpu_us;		/* CPU time (user+system) of the process(es)
+				 * per commit or operation, us; <0: n/a */
 	const char *status;	/* "ok", "n/a", "skipped", "failed" */
 	char note[200];
 };
@@ -186,6 +189,8 @@ struct bench_env {
 	char cpu[128];
 	int ncpu;
 	double mem_gib;
+	int page_order;		/* free page reporting to the host: its
+				 * order; -1: the machine does not report */
 	char dir[4096];
 	char fs[32];
 	char dev[256];

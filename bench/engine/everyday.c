@@ -108,6 +108,7 @@ struct ev_alt {
 	double peak;
 	double left_files, left_bytes;
 	double extents;		/* frag: the file's, before the operations */
+	double cpu;		/* CPU seconds of the process in the turns */
 	int failed;
 	char err[160];
 };
@@ -566,6 +567,7 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 	a->flushes += m1.app.flushes - m0.app.flushes;
 	a->bytes += m1.app.bytes - m0.app.bytes;
 	a->io_bytes += m1.io_wbytes - m0.io_wbytes;
+	a->cpu += m1.cpu_s - m0.cpu_s;
 	if (m0.dev_ok && m1.dev_ok) {
 		a->dev_flushes += m1.dev_flushes - m0.dev_flushes;
 		a->dev_sectors += m1.dev_sectors - m0.dev_sectors;
@@ -602,7 +604,7 @@ static struct bench_row *ev_row_new(struct bench_report *rep,
 	row->flushes = row->wamp = row->io_wamp = -1;
 	row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
 	row->vs_floor = row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
-	row->left_files = row->left_bytes = -1;
+	row->left_files = row->left_bytes = row->cpu_us = -1;
 	return row;
 }
 
@@ -643,6 +645,7 @@ static void ev_row(struct bench_report *rep, const struct ev_point *p,
 			row->dev_wamp = (double)a->dev_sectors * 512 / logical;
 	}
 	row->peak_kib = a->peak;
+	row->cpu_us = a->cpu * 1e6 / a->n;
 	if (base_med > 0)
 		row->vs_base = row->lat_med / base_med;
 	row->left_files = a->left_files;

@@ -27,7 +27,10 @@
  *   dev wamp      flush requests and sectors written, file system metadata
  *                 and journal included.  Device-wide: exact on a loop
  *                 device of our own, polluted by others on a shared disk;
- *   peak memory   VmHWM of the process(es), reset before the run.
+ *   peak memory   VmHWM of the process(es), reset before the run;
+ *   CPU time      user+system of the process(es) over the run, per commit:
+ *                 what the calls cost besides waiting for the device (the
+ *                 bench's own bookkeeping, a few memcpy per commit, in).
  * The figure printed is the median over the repetitions, with min-max for
  * the latency and the commit rate.
  *
@@ -161,6 +164,12 @@ void bench_meter_read(int oatomic, struct bench_meter *m)
 	bench_appctr_of(oatomic, &m->app);
 	m->io_wbytes = proc_write_bytes();
 	m->dev_ok = dev_stat(&m->dev_flushes, &m->dev_sectors) == 0;
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+		m->cpu_s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	}
 }
 
 void bench_peak_reset(void)
@@ -343,7 +352,7 @@ static void data_path(char *buf, size_t len, const struct bench_alt *a,
 
 struct run_out {
 	double lat_med, lat_p99, cps, mbs;
-	double flushes, wamp, io_wamp, dev_flushes, dev_wamp, peak;
+	double flushes, wamp, io_wamp, dev_flushes, dev_wamp, peak, cpu;
 	uint64_t commits;
 	int ok;
 	char err[160];
@@ -355,6 +364,7 @@ struct wslot {
 	uint64_t n;
 	uint64_t app_flushes, app_bytes, io_bytes;
 	double peak;
+	double cpu_s;
 	int err;
 	char msg[120];
 };
@@ -435,6 +445,7 @@ static void *worker_run(void *arg)
 		w->slot->app_bytes = m1.app.bytes - m0.app.bytes;
 		w->slot->io_bytes = m1.io_wbytes - m0.io_wbytes;
 		w->slot->peak = bench_peak_kib();
+		w->slot->cpu_s = m1.cpu_s - m0.cpu_s;
 	}
 	free(u);
 	return NULL;
@@ -458,7 +469,7 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 	int pfd[2] = { -1, -1 };
 	double t0 = 1e300, t1 = 0, *all = NULL;
 	uint64_t n = 0, app_fl = 0, app_by = 0, io_by = 0;
-	double peak = -1;
+	double peak = -1, cpu = 0;
 
 	memset(out, 0, sizeof(*out));
 	slots = mmap(NULL, shsz, PROT_READ | PROT_WRITE,
@@ -554,12 +565,14 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 		io_by += slots[k].io_bytes;
 		if (slots[k].peak > peak)
 			peak = slots[k].peak;
+		cpu += slots[k].cpu_s;
 	}
 	if (!procs) {
 		app_fl = m1.app.flushes - m0.app.flushes;
 		app_by = m1.app.bytes - m0.app.bytes;
 		io_by = m1.io_wbytes - m0.io_wbytes;
 		peak = bench_peak_kib();
+		cpu = m1.cpu_s - m0.cpu_s;	/* every thread's */
 	}
 	all = malloc(sizeof(double) * (n ? n : 1));
 	if (!all || n == 0) {
@@ -594,6 +607,7 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 			(double)(m1.dev_sectors - m0.dev_sectors) * 512 /
 			logical : -1;
 		out->peak = peak;
+		out->cpu = cpu * 1e6 / (double)n;
 		out->ok = 1;
 	}
 out:
@@ -682,7 +696,7 @@ static void recover_once(struct runcfg *rc, struct bench_alt *a,
 		close(fd);
 	}
 	out->cps = out->mbs = out->flushes = out->wamp = out->io_wamp = -1;
-	out->dev_flushes = out->dev_wamp = -1;
+	out->dev_flushes = out->dev_wamp = out->cpu = -1;
 	out->ok = 1;
 out:
 	free(u);
@@ -758,7 +772,7 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
 		row->vs_floor = -1;
 		row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
-		row->left_files = row->left_bytes = -1;
+		row->left_files = row->left_bytes = row->cpu_us = -1;
 		row->status = "n/a";
 		if (!applicable(a, p, why, sizeof(why))) {
 			snprintf(row->note, sizeof(row->note), "%s", why);
@@ -854,6 +868,7 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		SUM(dev_flushes, row->dev_flushes);
 		SUM(dev_wamp, row->dev_wamp);
 		SUM(peak, row->peak_kib);
+		SUM(cpu, row->cpu_us);
 #undef SUM
 	}
 	if (floor_i >= 0 && live[floor_i])
@@ -1060,6 +1075,17 @@ static void describe(struct bench_env *e, const char *dir)
 	e->ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	read_first("/proc/meminfo", "MemTotal", mem, sizeof(mem));
 	e->mem_gib = atof(mem) / 1048576.0;
+	/* A virtual machine that reports free pages to its host gets freed
+	 * page cache back slowly: workloads that free much of it (the
+	 * exchange method) measure the host, not the library. */
+	e->page_order = -1;
+	f = fopen("/sys/module/page_reporting/parameters/"
+		  "page_reporting_order", "r");
+	if (f) {
+		if (fscanf(f, "%d", &e->page_order) != 1)
+			e->page_order = -1;
+		fclose(f);
+	}
 	snprintf(e->dir, sizeof(e->dir), "%s", dir);
 	if (statfs(dir, &sf) == 0) {
 		const char *n = oa__fs_name((unsigned long)sf.f_type);
