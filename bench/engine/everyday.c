@@ -795,28 +795,58 @@ static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
 
 /* ---- the workloads ------------------------------------------------------------- */
 
+/* Each workload, in enum ev_wl's order: its name (rows keep it: ours, not
+ * the caller's buffer), what one operation is against its baseline (the
+ * table's heading), the x of its rows and its baseline. */
+static const struct {
+	const char *name, *title, *param, *base;
+} ev_kinds[] = {
+	{ "open", "a clean file opened, 4 KiB read, closed; against open + "
+	  "pread + close (plain)", "read_bytes", "plain" },
+	{ "oneshot", "open O_RDWR, one 4 KiB write, commit, close; against "
+	  "open + pwrite + fdatasync + close (inplace)", "update_bytes",
+	  "inplace" },
+	{ "replace", "a small file's whole content replaced: open, write at 0, "
+	  "ftruncate, commit, close;\n   against a temporary written, fsync, "
+	  "rename over, directory fsync (copy-rename)", "content_bytes",
+	  "copy-rename" },
+	{ "change", "one 4 KiB change to a big file: open O_RDWR, write, "
+	  "commit, close;\n   against the whole file copied with the change "
+	  "to a temporary, fsync, rename over, directory fsync (copy-rename)",
+	  "update_bytes", "copy-rename" },
+	{ "fill", "a new, empty file written whole in one transaction of "
+	  "1 MiB writes: open O_RDWR, write, commit, close;\n   against open "
+	  "+ pwrite... + fdatasync + close (inplace)", "txn_bytes", "inplace" },
+	{ "frag", "one 64 KiB change as the file fragments (N 4 KiB exchange "
+	  "commits before): open, write, commit, close;\n   against the whole "
+	  "file cloned, the change written, the whole file exchanged back "
+	  "(clone-exchange); the note: the file's extents", "frag_commits",
+	  "clone-exchange" },
+};
+
 int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 		   struct bench_alt *const *alts, int nalts,
 		   const char *workload)
 {
 	static const uint64_t def_sizes[] = { 64, 64 << 10, 1 << 20 };
-	/* in enum ev_wl's order */
-	static const char *const names[] = { "open", "oneshot", "replace",
-					     "change", "fill", "frag" };
 	static const int q_frag[] = { 0, 100 }, f_frag[] = { 0, 2000, 8000 };
+	const uint64_t *sizes = o->nsizes ? o->sizes : def_sizes;
 	/* change and fill: one big file, as the --max-size cap allows */
 	uint64_t big = o->quick ? EV_BIG_QUICK : EV_BIG;
+	uint64_t frag_file = o->quick ? EV_BIG_QUICK : EV_FRAG_FILE;
 	struct ev_point p;
-	int failed = 0;
+	int failed = 0, npoints = 1;
+	char why[200];
 
 	if (o->max_size && big > o->max_size)
 		big = o->max_size;
+	if (o->max_size && frag_file > o->max_size)
+		frag_file = o->max_size;
 	memset(&p, 0, sizeof(p));
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(workload, names[i]) == 0) {
+	for (size_t i = 0; i < sizeof(ev_kinds) / sizeof(ev_kinds[0]); i++)
+		if (strcmp(workload, ev_kinds[i].name) == 0) {
 			p.wl = (enum ev_wl)i;
-			/* rows keep the name: ours, not the caller's buffer */
-			p.workload = names[i];
+			p.workload = ev_kinds[i].name;
 		}
 	if (!p.workload)
 		return 1;
@@ -827,120 +857,60 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 		p.wl == EV_FILL ? (o->quick ? 3 : 5) : (o->quick ? 20 : 200);
 	p.block = p.ops >= 4 * EV_BLOCK ? EV_BLOCK :
 		  (p.ops / 4 > 0 ? p.ops / 4 : 1);
-	p.mode = "-";
-	if (p.wl == EV_OPEN) {
-		if (o->format == BF_TABLE)
-			printf("\n== open: a clean file opened, 4 KiB read, "
-			       "closed; against open + pread + close (plain)"
-			       "\n   per operation, open .. close; x base = "
-			       "median / plain's; left = files beside the "
-			       "data file after the run, du\n");
-		p.param = "read_bytes";
-		p.file_size = EV_FILE;
-		p.len = EV_IO;
-		p.flags = O_RDONLY;
-		p.mode = "O_RDONLY";
-		failed |= ev_point_run(rep, alts, nalts, &p, "plain",
-				       o->format, o->progress);
-		p.flags = O_RDWR;
-		p.mode = "O_RDWR";
-		failed |= ev_point_run(rep, alts, nalts, &p, "plain",
-				       o->format, o->progress);
-	} else if (p.wl == EV_ONESHOT) {
-		if (o->format == BF_TABLE)
-			printf("\n== oneshot: open O_RDWR, one 4 KiB write, "
-			       "commit, close; against open + pwrite + "
-			       "fdatasync + close (inplace)\n   per operation, "
-			       "open .. close; x base = median / inplace's; "
-			       "left = files beside the data file after the "
-			       "run, du\n");
-		p.param = "update_bytes";
-		p.file_size = EV_FILE;
-		p.len = EV_IO;
-		p.flags = O_RDWR;
-		failed |= ev_point_run(rep, alts, nalts, &p, "inplace",
-				       o->format, o->progress);
-	} else if (p.wl == EV_REPLACE) {
-		const uint64_t *sz = o->nsizes ? o->sizes : def_sizes;
-		int n = o->nsizes ? o->nsizes : 3;
-		if (o->format == BF_TABLE)
-			printf("\n== replace: a small file's whole content "
-			       "replaced: open, write at 0, ftruncate, commit, "
-			       "close;\n   against a temporary written, "
-			       "fsync, rename over, directory fsync "
-			       "(copy-rename)\n   per operation, open .. close; "
-			       "x base = median / copy-rename's; left = files "
-			       "beside the data file after the run, du\n");
-		p.param = "content_bytes";
-		p.flags = O_RDWR;
-		for (int k = 0; k < n; k++) {
-			p.file_size = sz[k];
-			p.len = (uint32_t)sz[k];
-			failed |= ev_point_run(rep, alts, nalts, &p,
-					       "copy-rename", o->format,
-					       o->progress);
-		}
-	} else if (p.wl == EV_CHANGE) {
-		if (o->format == BF_TABLE)
-			printf("\n== change: one 4 KiB change to a big file: "
-			       "open O_RDWR, write, commit, close;\n   against "
-			       "the whole file copied with the change to a "
-			       "temporary, fsync, rename over, directory fsync "
-			       "(copy-rename)\n   per operation, open .. close; "
-			       "x base = median / copy-rename's; left = files "
-			       "beside the data file after the run, du\n");
-		p.param = "update_bytes";
-		p.file_size = big;
-		p.len = EV_IO;
-		p.flags = O_RDWR;
-		failed |= ev_point_run(rep, alts, nalts, &p, "copy-rename",
-				       o->format, o->progress);
-	} else if (p.wl == EV_FRAG) {
-		char why[200];
-		int n = o->quick ? 2 : 3;
-
-		if (o->format == BF_TABLE)
-			printf("\n== frag: one 64 KiB change as the file "
-			       "fragments (N 4 KiB exchange commits before): "
-			       "open, write, commit, close;\n   against the "
-			       "whole file cloned, the change written, the "
-			       "whole file exchanged back (clone-exchange)\n"
-			       "   per operation, open .. close; x base = "
-			       "median / clone-exchange's; the CSV's note: "
-			       "the file's extents\n");
-		p.param = "frag_commits";
-		p.file_size = o->quick ? EV_BIG_QUICK : EV_FRAG_FILE;
-		if (o->max_size && p.file_size > o->max_size)
-			p.file_size = o->max_size;
-		p.len = EV_FRAG_IO;
-		p.flags = O_RDWR;
-		if (!ev_can_exchange(why, sizeof(why))) {
-			ev_na(rep, alts, nalts, &p, "clone-exchange", why,
-			      o->format);
-			return failed;
-		}
-		for (int k = 0; k < n; k++) {
-			p.frag = o->quick ? q_frag[k] : f_frag[k];
-			failed |= ev_point_run(rep, alts, nalts, &p,
-					       "clone-exchange", o->format,
-					       o->progress);
-		}
-	} else {
-		if (o->format == BF_TABLE)
-			printf("\n== fill: a new, empty file written whole in "
-			       "one transaction of 1 MiB writes: open O_RDWR, "
-			       "write, commit, close;\n   against open + "
-			       "pwrite... + fdatasync + close (inplace)\n   "
-			       "per operation, open .. close; x base = median / "
-			       "inplace's; left = files beside the data file "
-			       "after the run, du\n");
-		p.param = "txn_bytes";
-		p.file_size = big;
-		p.len = BENCH_CHUNK;
-		p.flags = O_RDWR;
+	if (p.wl == EV_FILL)
 		p.block = 1;	/* the new file is made between turns */
-		failed |= ev_point_run(rep, alts, nalts, &p, "inplace",
-				       o->format, o->progress);
+	p.mode = "-";
+	p.param = ev_kinds[p.wl].param;
+	p.flags = O_RDWR;
+	if (o->format == BF_TABLE)
+		printf("\n== %s: %s\n   per operation, open .. close; x base = "
+		       "median / %s's; left = files beside the data file "
+		       "after the run, du\n", p.workload, ev_kinds[p.wl].title,
+		       ev_kinds[p.wl].base);
+	if (p.wl == EV_OPEN)
+		npoints = 2;	/* O_RDONLY, O_RDWR */
+	else if (p.wl == EV_REPLACE)
+		npoints = o->nsizes ? o->nsizes : 3;
+	else if (p.wl == EV_FRAG)
+		npoints = o->quick ? 2 : 3;
+	for (int k = 0; k < npoints; k++) {
+		switch (p.wl) {
+		case EV_OPEN:
+			p.file_size = EV_FILE;
+			p.len = EV_IO;
+			p.flags = k ? O_RDWR : O_RDONLY;
+			p.mode = k ? "O_RDWR" : "O_RDONLY";
+			break;
+		case EV_ONESHOT:
+			p.file_size = EV_FILE;
+			p.len = EV_IO;
+			break;
+		case EV_REPLACE:
+			p.file_size = sizes[k];
+			p.len = (uint32_t)sizes[k];
+			break;
+		case EV_CHANGE:
+			p.file_size = big;
+			p.len = EV_IO;
+			break;
+		case EV_FILL:
+			p.file_size = big;
+			p.len = BENCH_CHUNK;
+			break;
+		case EV_FRAG:
+			p.file_size = frag_file;
+			p.len = EV_FRAG_IO;
+			p.frag = o->quick ? q_frag[k] : f_frag[k];
+			if (k == 0 && !ev_can_exchange(why, sizeof(why))) {
+				ev_na(rep, alts, nalts, &p,
+				      ev_kinds[p.wl].base, why, o->format);
+				return failed;
+			}
+			break;
+		}
+		failed |= ev_point_run(rep, alts, nalts, &p,
+				       ev_kinds[p.wl].base, o->format,
+				       o->progress);
 	}
 	return failed;
 }
