@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "oatomic-private.h"
 #include "tool.h"
 #include "../bench/engine/bench.h"	/* the engine */
 
@@ -42,6 +43,20 @@ static int check_list(const struct tool_cmd *cmd, const char *opt,
 	}
 	free(copy);
 	return 0;
+}
+
+/* "auto,journal,...": the method names, from the library's one table
+ * (enum oa_method counts up from 0). */
+static const char *method_list(void)
+{
+	static char list[128];
+	const char *n;
+
+	if (!list[0])
+		for (int m = 0; (n = oa__method_name(m)); m++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list),
+				 "%s%s", m ? "," : "", n);
+	return list;
 }
 
 /* --sizes 64,64k,1m: the replace workload's content sizes. */
@@ -117,8 +132,7 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			break;
 		case 'm':
 			if ((rc = check_list(cmd, "--method", optarg,
-					     "auto,journal,clone,exchange,"
-					     "kernel")))
+					     method_list())))
 				return rc;
 			o.methods = optarg;
 			break;
