@@ -214,7 +214,7 @@ out:
 static int copy_change(struct ev_alt *a, const struct ev_point *p,
 		       uint64_t off)
 {
-	int in = open(a->path, O_RDONLY | O_CLOEXEC), out, rc = -1;
+	int in = open(a->path, O_RDONLY | O_CLOEXEC), out, rc = -1, e;
 
 	if (in < 0)
 		return -1;
@@ -226,12 +226,8 @@ static int copy_change(struct ev_alt *a, const struct ev_point *p,
 	for (uint64_t o = 0; o < p->file_size; o += BENCH_CHUNK) {
 		size_t n = p->file_size - o < BENCH_CHUNK ?
 			   (size_t)(p->file_size - o) : BENCH_CHUNK;
-		ssize_t r = pread(in, a->copy, n, (off_t)o);
-		if (r != (ssize_t)n) {
-			if (r >= 0)
-				errno = EIO;
+		if (bench_pread(in, a->copy, n, (off_t)o) < 0)
 			goto out;
-		}
 		if (off >= o && off < o + n)	/* page aligned: in one chunk */
 			memcpy(a->copy + (off - o), a->buf, p->len);
 		if (bench_pwrite(out, a->copy, n, (off_t)o) < 0)
@@ -240,12 +236,14 @@ static int copy_change(struct ev_alt *a, const struct ev_point *p,
 	if (bench_fsync(out) == 0)
 		rc = 0;
 out:
+	e = errno;
 	close(in);
-	if (close(out) < 0)
-		rc = -1;
+	if (close(out) < 0 && rc == 0)
+		return -1;
 	if (rc == 0 && (rename(a->tmp, a->path) < 0 ||
 			bench_fsync_dir_of(a->path) < 0))
-		rc = -1;
+		return -1;
+	errno = e;
 	return rc;
 }
 

@@ -119,6 +119,15 @@ double bench_quantile(double *v, int n, double p)
 
 /* ---- meters ------------------------------------------------------------- */
 
+/* The process's CPU time so far, user + system, every thread's. */
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static uint64_t proc_write_bytes(void)
 {
 	char line[128];
@@ -164,12 +173,7 @@ void bench_meter_read(int oatomic, struct bench_meter *m)
 	bench_appctr_of(oatomic, &m->app);
 	m->io_wbytes = proc_write_bytes();
 	m->dev_ok = dev_stat(&m->dev_flushes, &m->dev_sectors) == 0;
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-		m->cpu_s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-	}
+	m->cpu_s = cpu_seconds();
 }
 
 void bench_peak_reset(void)
