@@ -53,14 +53,12 @@ LIB_OBJ   := $(LIB_SRC:src/%.c=$(BUILD)/obj/lib/%.o)
 TOOL_OBJ  := $(TOOL_SRC:tools/%.c=$(BUILD)/obj/tools/%.o)
 TUTIL_OBJ := $(TUTIL_SRC:tests/util/%.c=$(BUILD)/obj/tutil/%.o)
 TESTS     := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-BENCH_SRC := $(sort $(wildcard bench/*.c))
-BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 SONAME    := liboatomic.so.$(SOMAJOR)
 SHLIB     := $(BUILD)/liboatomic.so.$(VERSION)
 
 all: $(BUILD)/liboatomic.so $(BUILD)/liboatomic.a $(BUILD)/oatomic $(TESTS) \
-     $(BENCHES) $(BUILD)/oatomic.pc
+     $(BUILD)/oatomic.pc
 
 # The engine of `oatomic bench` (bench/engine/), linked into the tool.
 BENGINE_SRC := $(sort $(wildcard bench/engine/*.c))
@@ -106,10 +104,6 @@ $(BUILD)/tests/%: tests/%.c $(TUTIL_OBJ) $(BUILD)/liboatomic.a $(wildcard tests/
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/util $(CFLAGS) $(LDFLAGS) -o $@ $< \
 	  $(TUTIL_OBJ) $(BUILD)/liboatomic.a $(LIBS) -lm
-
-$(BUILD)/bench/%: bench/%.c $(BUILD)/liboatomic.a $(wildcard src/*.h) include/oatomic.h
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liboatomic.a $(LIBS) -lm
 
 $(BUILD)/oatomic.pc: oatomic.pc.in Makefile
 	@mkdir -p $(@D)

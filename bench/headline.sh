@@ -4,15 +4,17 @@
 #   bench/headline.sh RESULT.csv
 #
 # For a few key points, oatomic-auto's figure and its ratio to each
-# baseline: latency ratio for small, many and recovery (below 1: oatomic is
-# faster), MB/s ratio for large and commits/s ratio for concurrent (above 1:
-# oatomic is faster).  Markdown, for docs/BENCHMARKS.md.
+# baseline: latency ratio for small (aligned and unaligned), many,
+# recovery and the core issue's change and fill (per operation, open ..
+# close; below 1: oatomic is faster), MB/s ratio for large and commits/s
+# ratio for concurrent (above 1: oatomic is faster).  Markdown, for
+# docs/BENCHMARKS.md.
 set -eu
 csv=$1
 grep -v '^#' "$csv" | awk -F, '
 NR>1 && $7=="ok" { k=$1"|"$4"|"$5"|"$6; lat[k,$2]=$11; cps[k,$2]=$15; mbs[k,$2]=$18; seen[k]=1 }
 END {
- n=split("small|4096|1048576|- small|4096|67108864|- small|65536|67108864|- large|16777216|16777216|- large|268435456|268435456|- many|100|67108864|- many|10000|67108864|- concurrent|8|16777216|threads/one-file concurrent|8|16777216|processes/own-files recovery|268435456|268435456|-", pts, " ")
+ n=split("small|4096|1048576|- small|4096|67108864|- small|65536|67108864|- small|4096|67108864|unaligned large|16777216|16777216|- large|268435456|268435456|- many|100|67108864|- many|10000|67108864|- concurrent|8|16777216|threads/one-file concurrent|8|16777216|processes/own-files recovery|268435456|268435456|- change|4096|268435456|- fill|268435456|268435456|-", pts, " ")
  m=split("inplace copy-rename sqlite-rollback sqlite-wal lmdb rwf-atomic", b, " ")
  printf "| point | oatomic-auto |"; for(j=1;j<=m;j++) printf " %s |", b[j]; printf "\n"
  printf "| --- | --- |"; for(j=1;j<=m;j++) printf " --- |"; printf "\n"

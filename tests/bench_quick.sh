@@ -21,7 +21,7 @@ csv=$DIR/quick.csv
 rc=$?
 [ $rc -eq 0 ] || { cat "$DIR/err"; tail -5 "$csv"; fail "oatomic bench --quick --format csv exited $rc"; }
 
-want_cols="workload,alternative,param,value,file_bytes,mode,status,reps,commits,txn_bytes,lat_med_us,lat_min_us,lat_max_us,lat_p99_us,commits_s,commits_s_min,commits_s_max,mb_s,flushes_per_commit,bytes_per_byte,io_bytes_per_byte,dev_flushes_per_commit,dev_bytes_per_byte,peak_rss_kib,lat_vs_inplace,lat_p90_us,bytes_per_op,lat_vs_baseline,left_files,left_bytes,note"
+want_cols="workload,alternative,param,value,file_bytes,mode,status,reps,commits,txn_bytes,lat_med_us,lat_min_us,lat_max_us,lat_p99_us,commits_s,commits_s_min,commits_s_max,mb_s,flushes_per_commit,bytes_per_byte,io_bytes_per_byte,dev_flushes_per_commit,dev_bytes_per_byte,peak_rss_kib,lat_vs_inplace,lat_p90_us,bytes_per_op,lat_vs_baseline,left_files,left_bytes,cpu_us_per_commit,note"
 header=$(grep -v '^#' "$csv" | head -1)
 [ "$header" = "$want_cols" ] || fail "CSV header is '$header'"
 
@@ -46,7 +46,9 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 		print "latency/peak: " $0
 	if ($12 > $11 || $11 > $13) print "min <= median <= max: " $0
 	if (w == "recovery") next
-	if (w == "open" || w == "oneshot" || w == "replace") {
+	if (!num($31)) print "cpu_us_per_commit: " $0
+	if (w == "open" || w == "oneshot" || w == "replace" || w == "change" ||
+	    w == "fill" || w == "frag") {
 		# everyday rows: per operation, against the baseline of the workload
 		if (!num($15) || $15 <= 0 || !num($19) || !num($26) || !num($27) ||
 		    !num($28) || $28 <= 0 || !num($29) || !num($30))
@@ -54,7 +56,7 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 		if ($14 < $26 || $26 < $11) print "median <= p90 <= p99: " $0
 		if (w != "open" && (!num($18) || !num($20) || $19 <= 0 || $20 < 1))
 			print "everyday write counts: " $0
-		if (a ~ /^(plain|inplace|copy-rename)$/ && ($28 != 1 || $29 != 0))
+		if (a ~ /^(plain|inplace|copy-rename|clone-exchange)$/ && ($28 != 1 || $29 != 0))
 			print "baseline: ratio 1, nothing left: " $0
 		if (a ~ /^oatomic-/ && w != "open" && $19 < 1)
 			print "oatomic commits without a flush: " $0
@@ -69,8 +71,8 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 	if (!num($25)) print "lat_vs_inplace: " $0
 }
 END {
-	split("small large many concurrent recovery open oneshot replace", wl, " ")
-	for (i = 1; i <= 8; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
+	split("small large many concurrent recovery open oneshot replace change fill", wl, " ")
+	for (i = 1; i <= 10; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
 	for (k in okalt) n++
 }')
 [ -z "$bad" ] || fail "$(printf 'bad rows:\n%s' "$bad")"
@@ -85,12 +87,23 @@ for m in threads/one-file threads/own-files processes/one-file processes/own-fil
 		fail "no concurrent row for $m"
 done
 grep -q '^recovery,oatomic-auto,journal_bytes,.*,ok,' "$csv" || fail "no oatomic recovery row"
+# 4 KiB at an unaligned offset: oatomic and inplace run it, the page stores sit it out.
+for a in oatomic-auto inplace; do
+	grep -q "^small,$a,update_bytes,4096,1048576,unaligned,ok," "$csv" ||
+		fail "no ok unaligned small row for $a"
+done
+grep -q '^small,sqlite-rollback,update_bytes,4096,1048576,unaligned,ok,' "$csv" &&
+	fail "sqlite-rollback ran the unaligned point"
+# frag: ok rows where the exchange method opens (XFS), n/a rows elsewhere.
+grep -q '^frag,oatomic-auto,frag_commits,0,4194304,-,\(ok\|n/a\),' "$csv" ||
+	fail "no frag row for oatomic-auto"
 # The everyday workloads: oatomic-auto beside its baseline at every point.
 for pt in "open,%s,read_bytes,4096,1048576,O_RDONLY" "open,%s,read_bytes,4096,1048576,O_RDWR" \
 	"oneshot,%s,update_bytes,4096,1048576,-" "replace,%s,content_bytes,64,64,-" \
-	"replace,%s,content_bytes,65536,65536,-" "replace,%s,content_bytes,1048576,1048576,-"; do
+	"replace,%s,content_bytes,65536,65536,-" "replace,%s,content_bytes,1048576,1048576,-" \
+	"change,%s,update_bytes,4096,4194304,-" "fill,%s,txn_bytes,4194304,4194304,-"; do
 	base=plain
-	case $pt in oneshot*) base=inplace ;; replace*) base=copy-rename ;; esac
+	case $pt in oneshot*|fill*) base=inplace ;; replace*|change*) base=copy-rename ;; esac
 	for a in oatomic-auto $base; do
 		# shellcheck disable=SC2059
 		grep -q "^$(printf "$pt" "$a"),ok," "$csv" || fail "no ok row $(printf "$pt" "$a")"

@@ -32,13 +32,10 @@
 #define FSIZE  (4u << 20)
 #define KiB    1024u
 
-static const struct {
-	const char *name;
-	int m;
-} methods[] = {
-	{ "journal", OA_METHOD_JOURNAL }, { "clone", OA_METHOD_CLONE },
-	{ "exchange", OA_METHOD_EXCHANGE }, { "kernel", OA_METHOD_KERNEL },
-	{ "auto", OA_METHOD_AUTO },
+/* Their names come from the library's table (oa__method_name). */
+static const int methods[] = {
+	OA_METHOD_JOURNAL, OA_METHOD_CLONE, OA_METHOD_EXCHANGE,
+	OA_METHOD_KERNEL, OA_METHOD_AUTO,
 };
 
 static oa_file *open_m(const char *path, int m, int flags)
@@ -249,7 +246,9 @@ int main(void)
 	/* The methods are what this test is about: no override. */
 	unsetenv("OATOMIC_METHOD");
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
-		const char *path = tu_path("m-%s", methods[i].name);
+		const int m = methods[i];
+		const char *name = oa__method_name(m);
+		const char *path = tu_path("m-%s", name);
 		struct oa_ioinfo io = { .size = sizeof(io) };
 		oa_file *f;
 		int can;
@@ -259,37 +258,37 @@ int main(void)
 		CHECK(f != NULL);
 		CHECK_OK(oa_ioinfo(f, &io));
 		CHECK_OK(oa_close(f));
-		switch (methods[i].m) {
+		switch (m) {
 		case OA_METHOD_CLONE: can = io.reflink; break;
 		case OA_METHOD_EXCHANGE: can = io.exchange; break;
 		case OA_METHOD_KERNEL: can = io.rwf_atomic; break;
 		default: can = 1;
 		}
-		f = open_m(path, methods[i].m, O_RDWR);
+		f = open_m(path, m, O_RDWR);
 		if (!can) {
 			CHECKF(f == NULL && errno == EOPNOTSUPP,
 			       "%s on %s: forced without support must fail "
-			       "with EOPNOTSUPP", methods[i].name, io.fs_name);
+			       "with EOPNOTSUPP", name, io.fs_name);
 			tu_note("%s: not on %s (EOPNOTSUPP, as ioinfo says)",
-				methods[i].name, io.fs_name);
+				name, io.fs_name);
 			continue;
 		}
-		CHECKF(f != NULL, "%s on %s", methods[i].name, io.fs_name);
+		CHECKF(f != NULL, "%s on %s", name, io.fs_name);
 		struct oa_ioinfo mi = { .size = sizeof(mi) };
 		CHECK_OK(oa_ioinfo(f, &mi));
 		CHECK_OK(oa_close(f));
-		if (methods[i].m != OA_METHOD_AUTO)
-			CHECK_EQ(mi.method, methods[i].m);
+		if (m != OA_METHOD_AUTO)
+			CHECK_EQ(mi.method, m);
 		else
 			CHECK_EQ(mi.method, io.exchange ? OA_METHOD_EXCHANGE
 					    : io.reflink ? OA_METHOD_CLONE
 							 : OA_METHOD_JOURNAL);
-		mix(path, methods[i].m, methods[i].name, &seed);
-		costs(path, methods[i].m, methods[i].name, &io);
+		mix(path, m, name, &seed);
+		costs(path, m, name, &io);
 		tu_remove_journals(path);
 		unlink(path);
 		ran++;
-		tu_note("%s on %s: ok", methods[i].name, io.fs_name);
+		tu_note("%s on %s: ok", name, io.fs_name);
 	}
 	CHECK(ran >= 2);
 	return 0;

@@ -107,7 +107,7 @@ for bad in -1 +5 ' 5' '5 ' 5x 0x 0xg 0x-1 '' 1.5 08q 1kk \
 	out=$(printf Q | "$OA" write --offset "$bad" num 2>&1)
 	rc=$?
 	[ $rc = 2 ] || fail "--offset '$bad': exit $rc, not 2"
-	case $out in *"bad offset"*) ;; *) fail "--offset '$bad': '$out'" ;; esac
+	case $out in *"--offset: an offset"*) ;; *) fail "--offset '$bad': '$out'" ;; esac
 done
 [ "$(cksum <num)" = "$sum" ] || fail "a refused --offset changed the file"
 for opt in "--reps 1x" "--reps -2" "--max-size 1m5" "--budget inf" \

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "oatomic-private.h"
 #include "tool.h"
 #include "../bench/engine/bench.h"	/* the engine */
 
@@ -44,6 +45,20 @@ static int check_list(const struct tool_cmd *cmd, const char *opt,
 	return 0;
 }
 
+/* "auto,journal,...": the method names, from the library's one table
+ * (enum oa_method counts up from 0). */
+static const char *method_list(void)
+{
+	static char list[128];
+	const char *n;
+
+	if (!list[0])
+		for (int m = 0; (n = oa__method_name(m)); m++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list),
+				 "%s%s", m ? "," : "", n);
+	return list;
+}
+
 /* --sizes 64,64k,1m: the replace workload's content sizes. */
 static int parse_sizes(const struct tool_cmd *cmd, const char *list,
 		       struct bench_opts *o)
@@ -57,11 +72,11 @@ static int parse_sizes(const struct tool_cmd *cmd, const char *list,
 	o->nsizes = 0;
 	for (char *w = strtok_r(copy, ",", &save); w && !rc;
 	     w = strtok_r(NULL, ",", &save)) {
-		if (tool_parse_u64(w, &v) < 0 || v < 1 || v > (1 << 20))
-			rc = tool_usage(cmd, "--sizes: sizes of 1 to 1m, not "
-					"'%s'", w);
-		else if (o->nsizes == (int)(sizeof(o->sizes) /
-					    sizeof(o->sizes[0])))
+		if ((rc = tool_parse_range(cmd, "--sizes", w, 1, 1 << 20,
+					   "sizes of 1 to 1m", &v)))
+			break;
+		if (o->nsizes == (int)(sizeof(o->sizes) /
+				       sizeof(o->sizes[0])))
 			rc = tool_usage(cmd, "--sizes: at most %d sizes",
 					o->nsizes);
 		else
@@ -117,8 +132,7 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			break;
 		case 'm':
 			if ((rc = check_list(cmd, "--method", optarg,
-					     "auto,journal,clone,exchange,"
-					     "kernel")))
+					     method_list())))
 				return rc;
 			o.methods = optarg;
 			break;
@@ -141,16 +155,16 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			o.workloads = optarg;
 			break;
 		case 'r':
-			if (tool_parse_u64(optarg, &v) < 0 || v < 1 || v > 32)
-				return tool_usage(cmd, "--reps: 1 to 32, not "
-						  "'%s'", optarg);
+			if ((rc = tool_parse_range(cmd, "--reps", optarg, 1,
+						   32, "1 to 32", &v)))
+				return rc;
 			o.reps = (int)v;
 			break;
 		case 's':
-			if (tool_parse_u64(optarg, &v) < 0 || v < (1 << 20))
-				return tool_usage(cmd, "--max-size: a size of "
-						  "1m or more, not '%s'",
-						  optarg);
+			if ((rc = tool_parse_range(cmd, "--max-size", optarg,
+						   1 << 20, UINT64_MAX,
+						   "a size of 1m or more", &v)))
+				return rc;
 			o.max_size = v;
 			break;
 		case 't':
@@ -163,10 +177,9 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			o.keep = 1;
 			break;
 		case 'n':
-			if (tool_parse_u64(optarg, &v) < 0 || v < 1 ||
-			    v > 1000000)
-				return tool_usage(cmd, "--ops: 1 to 1000000, "
-						  "not '%s'", optarg);
+			if ((rc = tool_parse_range(cmd, "--ops", optarg, 1,
+						   1000000, "1 to 1000000", &v)))
+				return rc;
 			o.ops = (int)v;
 			break;
 		case 'z':
@@ -204,7 +217,9 @@ const struct tool_cmd bench_cmd = {
 " recovery that lost a commit).\n"
 "\n"
 " Workloads (--workload, default all):\n"
-"   small       one 4-64 KiB update per commit, files of 1 MiB to 4 GiB\n"
+"   small       one 4-64 KiB update per commit, files of 1 MiB to 4 GiB;\n"
+"               and 4 KiB at an unaligned offset (mode \"unaligned\", a\n"
+"               64 MiB file; SQLite, LMDB and rwf-atomic sit it out)\n"
 "   large       1 MiB to 1 GiB per commit, in 1 MiB writes\n"
 "   many        10 to 10,000 4 KiB writes per commit\n"
 "   concurrent  1 to 8 committers, threads or processes, one file or each\n"
@@ -213,7 +228,8 @@ const struct tool_cmd bench_cmd = {
 "               journal size\n"
 " Everyday use, one whole operation (open .. close) at a time, each against\n"
 " its plain way, N operations per alternative (--ops, default 200, --quick\n"
-" 20) in alternating turns of 10 (of N/4 when N < 40):\n"
+" 20; change 20, frag 15, fill 5, --quick 3) in alternating turns of 10\n"
+" (of N/4 when N < 40; fill: of 1):\n"
 "   open        a clean file: oa_open, one 4 KiB oa_pread, oa_close, with\n"
 "               O_RDONLY and with O_RDWR (a writer's open that changes\n"
 "               nothing); baseline plain: open + pread + close\n"
@@ -223,6 +239,24 @@ const struct tool_cmd bench_cmd = {
 "               oa_pwrite at 0, oa_ftruncate, oa_commit, oa_close; baseline\n"
 "               copy-rename: a temporary written, fsync, rename over,\n"
 "               directory fsync; content sizes --sizes (default 64,64k,1m)\n"
+"   change      one 4 KiB change to a big file (256 MiB, --quick 4 MiB,\n"
+"               at most --max-size): oa_open O_RDWR, oa_pwrite, oa_commit,\n"
+"               oa_close; baseline copy-rename: the whole file copied with\n"
+"               the change to a temporary, fsync, rename over, directory\n"
+"               fsync\n"
+"   fill        a new, empty file (the same size) written whole: oa_open\n"
+"               O_RDWR, 1 MiB oa_pwrites, oa_commit, oa_close; baseline\n"
+"               inplace: open + pwrite... + fdatasync + close; the file\n"
+"               (and the library's files beside it) made anew, untimed,\n"
+"               before each operation\n"
+"   frag        (XFS with range exchange; n/a elsewhere) one 64 KiB change\n"
+"               to a 64 MiB file (--quick 4 MiB) after 0, 2000, 8000\n"
+"               (--quick 0, 100) 4 KiB commits of the exchange method\n"
+"               have fragmented it (made before, not timed); baseline\n"
+"               clone-exchange: the whole file cloned to an O_TMPFILE, the\n"
+"               change written, the whole file exchanged back (DSYNC), as\n"
+"               xfs_io's atomic update does; the note says the extents\n"
+
 "   These print median, p90 and p99 per operation, operations/s, flushes\n"
 "   and bytes written per operation, the ratio of medians to the baseline\n"
 "   (x base), and the files left beside the data file after the run with\n"
@@ -249,12 +283,14 @@ const struct tool_cmd bench_cmd = {
 " Figures: latency per commit (median, p99), commits/s, MB/s, flushes per\n"
 " commit and bytes written per byte committed (as the alternative counts\n"
 " them, as /proc/self/io counts them, as the block device counts them),\n"
-" peak RSS, and the latency as a multiple of inplace's.  --format csv or\n"
-" json for scripts and plots (bench/plot.sh).\n"
+" peak RSS, the latency as a multiple of inplace's, and the CPU time (user\n"
+" + system) per commit.  --format csv or json for scripts and plots\n"
+" (bench/plot.sh).\n"
 "\n"
 " Examples:\n"
 "   oatomic bench --quick\n"
 "   oatomic bench --dir /mnt/xfs --workload small,concurrent --format csv\n"
 "   oatomic bench --workload open,oneshot,replace --method auto\n"
-"   oatomic bench --workload replace --sizes 64,4k --ops 500\n",
+"   oatomic bench --workload replace --sizes 64,4k --ops 500\n"
+"   oatomic bench --workload change,fill --max-size 64m\n",
 };

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "oatomic.h"
+#include "oatomic-private.h"
 #include "tool.h"
 
 /* "79.7 GiB" for N bytes, in BUF. */
@@ -53,7 +54,7 @@ static void json_string(FILE *out, const char *s)
 
 static void print_json(const char *path, const struct oa_ioinfo *io)
 {
-	const char *m = tool_method_name(io->method);
+	const char *m = oa__method_name(io->method);
 
 	printf("{\n  \"path\": ");
 	json_string(stdout, path);
@@ -90,7 +91,7 @@ static void row(const char *label, const char *value)
 
 static void print_table(const char *path, const struct oa_ioinfo *io)
 {
-	const char *m = tool_method_name(io->method);
+	const char *m = oa__method_name(io->method);
 	char v[64];
 
 	row("path", path);

@@ -178,10 +178,12 @@ static int write_f(const struct tool_cmd *cmd, int argc, char **argv)
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'o':
-			if (tool_parse_u64(optarg, &offset) < 0 ||
-			    offset > (uint64_t)INT64_MAX)
-				return tool_usage(cmd, "bad offset '%s' ("
-						  TOOL_NUM_HINT ")", optarg);
+			if ((ret = tool_parse_range(cmd, "--offset", optarg, 0,
+						    (uint64_t)INT64_MAX,
+						    "an offset below 2^63 ("
+						    TOOL_NUM_HINT ")",
+						    &offset)))
+				return ret;
 			break;
 		case 't':
 			truncate = 1;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "oatomic.h"
+#include "oatomic-private.h"
 #include "tool.h"
 
 static const char *progname = "oatomic";
@@ -203,6 +204,18 @@ int tool_parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+int tool_parse_range(const struct tool_cmd *cmd, const char *opt,
+		     const char *arg, uint64_t min, uint64_t max,
+		     const char *what, uint64_t *out)
+{
+	uint64_t v;
+
+	if (tool_parse_u64(arg, &v) < 0 || v < min || v > max)
+		return tool_usage(cmd, "%s: %s, not '%s'", opt, what, arg);
+	*out = v;
+	return 0;
+}
+
 int tool_parse_seconds(const char *s, double *out)
 {
 	size_t digits = strspn(s, "0123456789");
@@ -228,20 +241,7 @@ int tool_parse_seconds(const char *s, double *out)
 
 const char *tool_method_name(int method)
 {
-	switch (method) {
-	case OA_METHOD_AUTO:
-		return "auto";
-	case OA_METHOD_JOURNAL:
-		return "journal";
-	case OA_METHOD_CLONE:
-		return "clone";
-	case OA_METHOD_EXCHANGE:
-		return "exchange";
-	case OA_METHOD_KERNEL:
-		return "kernel";
-	default:
-		return NULL;
-	}
+	return oa__method_name(method);
 }
 
 static void list_cmds(FILE *out)

@@ -89,6 +89,14 @@ int tool_help(const struct tool_cmd *cmd);
  * trailing garbage, overflow). */
 int tool_parse_u64(const char *s, uint64_t *out);
 
+/* A numeric option's argument ARG (as tool_parse_u64 reads it) into *OUT,
+ * which must be MIN..MAX; otherwise the usage error "OPT: WHAT, not 'ARG'"
+ * of CMD (WHAT says what the option takes: "1 to 32").  Returns 0, or
+ * TOOL_EXIT_USAGE: every numeric option is checked and reported one way. */
+int tool_parse_range(const struct tool_cmd *cmd, const char *opt,
+		     const char *arg, uint64_t min, uint64_t max,
+		     const char *what, uint64_t *out);
+
 /* Parse a duration in seconds: decimal digits with an optional fraction
  * ("2", "0.5").  Returns 0, or -1 for anything else. */
 int tool_parse_seconds(const char *s, double *out);
@@ -117,8 +125,8 @@ int tool_find_ctls(const char *dir, const char *jdir, struct tool_ctl **out,
 		   size_t *n, int *errors);
 void tool_ctls_free(struct tool_ctl *c, size_t n);
 
-/* A short name for an enum oa_method value ("auto", "journal", ...), or
- * NULL for one this tool does not know. */
+/* oa__method_name (oatomic-private.h) under its old name: cmd_demo.c still
+ * calls it; new code calls oa__method_name. */
 const char *tool_method_name(int method);
 
 #endif /* OATOMIC_TOOL_H */

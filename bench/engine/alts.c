@@ -82,7 +82,7 @@ int bench_pwrite(int fd, const void *buf, size_t n, off_t off)
 	return 0;
 }
 
-static int full_pread(int fd, void *buf, size_t n, off_t off)
+int bench_pread(int fd, void *buf, size_t n, off_t off)
 {
 	char *p = buf;
 
@@ -100,6 +100,11 @@ static int full_pread(int fd, void *buf, size_t n, off_t off)
 		off += r;
 	}
 	return 0;
+}
+
+void bench_flush_counted(void)
+{
+	ctr_flushes++;
 }
 
 int bench_fdatasync(int fd)
@@ -406,7 +411,7 @@ static int copy_txn(struct bench_handle *h, const struct bench_upd *u, int n,
 	for (off_t off = 0; off < st.st_size; off += BENCH_CHUNK) {
 		size_t len = (size_t)(st.st_size - off < BENCH_CHUNK ?
 				      st.st_size - off : BENCH_CHUNK);
-		if (full_pread(in, h->copybuf, len, off) < 0)
+		if (bench_pread(in, h->copybuf, len, off) < 0)
 			goto out;
 		/* patch in the updates that fall into this chunk */
 		for (int i = 0; i < n; i++) {
@@ -549,7 +554,7 @@ static int rwf_txn(struct bench_handle *h, const struct bench_upd *u, int n,
 	memcpy(h->copybuf, payload + u->data, u->len);
 	iov.iov_base = h->copybuf;
 	iov.iov_len = u->len;
-	ctr_flushes++;	/* the RWF_DSYNC write is the flush */
+	bench_flush_counted();	/* the RWF_DSYNC write is the flush */
 	if (pwritev2(h->fd, &iov, 1, (off_t)u->off, RWF_ATOMIC | RWF_DSYNC) !=
 	    (ssize_t)u->len)
 		return -1;
@@ -1004,14 +1009,16 @@ static struct bench_alt alts[] = {
 	  .desc = "pwrite per update + fdatasync, in place: NOT atomic, the floor" },
 	{ .name = "copy-rename", .method = -1, .app_counts = 1,
 	  .desc = "copy with the updates to a temporary, fsync, rename, fsync dir" },
-	{ .name = "sqlite-rollback", .method = -1,
+	{ .name = "sqlite-rollback", .method = -1, .caps = ALT_WHOLE_PAGES,
 	  .desc = "SQLite journal_mode=DELETE synchronous=FULL, a 4 KiB blob per page" },
-	{ .name = "sqlite-wal", .method = -1, .caps = ALT_RECOVER,
+	{ .name = "sqlite-wal", .method = -1,
+	  .caps = ALT_RECOVER | ALT_WHOLE_PAGES,
 	  .desc = "SQLite journal_mode=WAL synchronous=FULL, a 4 KiB blob per page" },
 	{ .name = "lmdb", .method = -1,
-	  .caps = ALT_RECOVER | ALT_NO_THREADS_SAME_FILE,
+	  .caps = ALT_RECOVER | ALT_NO_THREADS_SAME_FILE | ALT_WHOLE_PAGES,
 	  .desc = "LMDB, a 4 KiB record per page, synced commits" },
-	{ .name = "rwf-atomic", .method = -1, .caps = ALT_ONE_WRITE,
+	{ .name = "rwf-atomic", .method = -1,
+	  .caps = ALT_ONE_WRITE | ALT_WHOLE_PAGES,
 	  .app_counts = 1,
 	  .desc = "pwritev2(RWF_ATOMIC|RWF_DSYNC), O_DIRECT: one write per txn" },
 };

@@ -10,8 +10,10 @@
  * tools/cmd_bench.c parses the options and calls bench_main().
  *
  * Every alternative stores the same data: a file of file_size bytes seen as
- * 4 KiB pages.  An update (off, len) is page aligned; SQLite and LMDB store
- * each page as one row / record keyed by its page number.
+ * 4 KiB pages.  An update (off, len) is page aligned, except in the small
+ * workload's "unaligned" point, which the alternatives that store whole
+ * pages (ALT_WHOLE_PAGES) sit out; SQLite and LMDB store each page as one
+ * row / record keyed by its page number.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -35,6 +37,8 @@ struct bench_upd {
 #define ALT_RECOVER	0x1	/* has a log that a crash leaves to replay */
 #define ALT_ONE_WRITE	0x2	/* only single-write transactions (RWF_ATOMIC) */
 #define ALT_NO_THREADS_SAME_FILE 0x4	/* one data set twice in a process: no */
+#define ALT_WHOLE_PAGES	0x8	/* stores whole aligned pages only (records
+				 * keyed by page number, O_DIRECT) */
 
 struct bench_alt;
 struct bench_handle;
@@ -83,6 +87,11 @@ void bench_appctr_of(int oatomic, struct bench_appctr *out);
  * closed, as programs do). */
 int bench_pwrite(int fd, const void *buf, size_t n, off_t off);
 int bench_fsync(int fd);
+/* A call that makes its data durable itself (an RWF_DSYNC write, a DSYNC
+ * range exchange): counted as one flush. */
+void bench_flush_counted(void);
+/* A whole pread, not counted (copies read, they do not write). */
+int bench_pread(int fd, void *buf, size_t n, off_t off);
 int bench_fdatasync(int fd);
 int bench_fsync_dir_of(const char *path);
 /* A plain file of SIZE bytes of the initial pages, synced (set-up). */
@@ -94,6 +103,7 @@ struct bench_meter {
 	uint64_t io_wbytes;		/* /proc/self/io write_bytes */
 	uint64_t dev_flushes, dev_sectors;	/* the block device's */
 	int dev_ok;
+	double cpu_s;			/* the process's CPU time, user+sys */
 };
 void bench_meter_read(int oatomic, struct bench_meter *m);
 void bench_peak_reset(void);	/* VmHWM from now */
@@ -131,7 +141,7 @@ struct bench_opts {
 
 #define BENCH_WORKLOADS "small,large,many,concurrent,recovery," \
 			BENCH_EVERYDAY
-#define BENCH_EVERYDAY	"open,oneshot,replace"
+#define BENCH_EVERYDAY	"open,oneshot,replace,change,fill,frag"
 
 /* Run the benchmark; returns a tool exit status. */
 int bench_main(const struct bench_opts *o);
@@ -168,6 +178,8 @@ struct bench_row {
 	double vs_base;		/* lat_med / the workload's baseline's */
 	double left_files;	/* the library's files beside the data file */
 	double left_bytes;	/* and their disk usage (du), after the run */
+	double cpu_us;		/* CPU time (user+system) of the process(es)
+				 * per commit or operation, us; <0: n/a */
 	const char *status;	/* "ok", "n/a", "skipped", "failed" */
 	char note[200];
 };
@@ -177,6 +189,8 @@ struct bench_env {
 	char cpu[128];
 	int ncpu;
 	double mem_gib;
+	int page_order;		/* free page reporting to the host: its
+				 * order; -1: the machine does not report */
 	char dir[4096];
 	char fs[32];
 	char dev[256];

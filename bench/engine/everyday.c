@@ -13,7 +13,28 @@
  *            files are: open O_RDWR, write the new content at 0, ftruncate
  *            to its length, commit, close.  Baseline "copy-rename": write a
  *            temporary beside the file, fsync it, rename it over the file,
- *            fsync the directory.  Sizes 64 B, 64 KiB, 1 MiB by default.
+ *            fsync the directory.  Sizes 64 B, 64 KiB, 1 MiB by default;
+ *   change   one 4 KiB change to a big file (256 MiB): open O_RDWR, write,
+ *            commit, close.  Baseline "copy-rename": the whole file copied
+ *            with the change into a temporary, fsync, rename over the file,
+ *            fsync the directory (what a program does for an atomic change
+ *            without a library);
+ *   fill     an empty file written whole in one transaction (256 MiB in
+ *            1 MiB writes): open O_RDWR, the writes, commit, close.
+ *            Baseline "inplace": open + pwrite... + fdatasync + close.  The
+ *            file, and for oatomic its control file and journal, are
+ *            removed and the file made again, empty, before every operation
+ *            (not timed), so every operation starts from a new file;
+ *   frag     (XFS with range exchange) one 64 KiB change to a 64 MiB file
+ *            that N earlier 4 KiB commits of the exchange method have
+ *            fragmented (N = 0, 2000, 8000; made before, not timed): open,
+ *            write, commit, close.  Baseline "clone-exchange", the
+ *            whole-file pattern of xfs_io's atomic update: the file cloned
+ *            (FICLONE) into an O_TMPFILE, the change written there, the
+ *            whole file exchanged back with DSYNC.  Shows that the cost of
+ *            oatomic's exchange follows the change, not the file's extents;
+ *            rows say how many extents the file had (FIEMAP).  Elsewhere
+ *            its rows are n/a.
  *
  * One operation is timed from the start of its open to the return of its
  * close.  Every alternative has its own file, made before and not timed.
@@ -37,16 +58,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 
 #include "oatomic.h"
+#include "internal.h"	/* the XFS range exchange the library calls */
 #include "bench.h"
 
 #define EV_FILE		(1u << 20)	/* open, oneshot: the file's size */
 #define EV_IO		BENCH_PAGE	/* open, oneshot: bytes per operation */
 #define EV_BLOCK	10		/* operations per turn */
+#define EV_BIG		(256u << 20)	/* change, fill: the file's size */
+#define EV_BIG_QUICK	(4u << 20)	/* the same with --quick */
+#define EV_FRAG_FILE	(64u << 20)	/* frag: the file's size */
+#define EV_FRAG_IO	(64u << 10)	/* frag: the change */
 
-enum ev_wl { EV_OPEN, EV_ONESHOT, EV_REPLACE };
+enum ev_wl { EV_OPEN, EV_ONESHOT, EV_REPLACE, EV_CHANGE, EV_FILL, EV_FRAG };
 
 struct ev_point {
 	enum ev_wl wl;
@@ -55,9 +84,12 @@ struct ev_point {
 	const char *mode;	/* "O_RDONLY", "O_RDWR", "-" */
 	int flags;		/* open: how the file is opened */
 	uint64_t file_size;
-	uint32_t len;		/* bytes read or written per operation */
+	uint32_t len;		/* bytes read or written per call (fill: per
+				 * write of the file_size an operation
+				 * writes) */
 	int ops;		/* per alternative */
 	int block;		/* operations per turn */
+	int frag;		/* frag: 4 KiB exchange commits made before */
 };
 
 struct ev_alt {
@@ -66,6 +98,7 @@ struct ev_alt {
 	char base[128];		/* the data file's name */
 	char path[4200], tmp[4300];
 	unsigned char *buf;	/* BENCH_CHUNK, page aligned */
+	unsigned char *copy;	/* change, copy-rename: BENCH_CHUNK to copy */
 	double *lat;		/* us, one per operation */
 	int n, blocks;
 	double busy;		/* seconds spent in operations */
@@ -74,6 +107,8 @@ struct ev_alt {
 	int dev_ok;
 	double peak;
 	double left_files, left_bytes;
+	double extents;		/* frag: the file's, before the operations */
+	double cpu;		/* CPU seconds of the process in the turns */
 	int failed;
 	char err[160];
 };
@@ -88,11 +123,27 @@ static uint64_t ev_rng(uint64_t s)
 	return z ^ (z >> 31);
 }
 
+/* Bytes one operation reads or writes, and the x of its row. */
+static uint64_t ev_bytes(const struct ev_point *p)
+{
+	return p->wl == EV_FILL ? p->file_size : p->len;
+}
+
+static uint64_t ev_value(const struct ev_point *p)
+{
+	if (p->wl == EV_FRAG)
+		return (uint64_t)p->frag;
+	return p->wl == EV_REPLACE || p->wl == EV_FILL ? p->file_size : p->len;
+}
+
 /* Operation I's offset: a page of the file, the same for every alternative. */
 static uint64_t ev_off(const struct ev_point *p, uint64_t i)
 {
-	if (p->wl == EV_REPLACE)
+	if (p->wl == EV_REPLACE || p->wl == EV_FILL)
 		return 0;
+	if (p->wl == EV_FRAG)	/* aligned to the change's size */
+		return ev_rng(i * 7919 + p->file_size) %
+		       (p->file_size / p->len) * p->len;
 	return ev_rng(i * 7919 + p->file_size) % (p->file_size / BENCH_PAGE) *
 	       BENCH_PAGE;
 }
@@ -125,8 +176,20 @@ static int op_oatomic(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 			goto out;
 		break;
 	case EV_ONESHOT:
+	case EV_CHANGE:
+	case EV_FRAG:
 		if (oa_pwrite(f, a->buf, p->len, (off_t)off) !=
 		    (ssize_t)p->len || oa_commit(f) < 0)
+			goto out;
+		break;
+	case EV_FILL:
+		for (uint64_t o = 0; o < p->file_size; o += p->len) {
+			size_t n = p->file_size - o < p->len ?
+				   (size_t)(p->file_size - o) : p->len;
+			if (oa_pwrite(f, a->buf, n, (off_t)o) != (ssize_t)n)
+				goto out;
+		}
+		if (oa_commit(f) < 0)
 			goto out;
 		break;
 	case EV_REPLACE:
@@ -145,11 +208,99 @@ out:
 	return rc;
 }
 
+/* The whole file copied into the temporary with the change at OFF, synced
+ * and renamed over the file, the directory synced: an atomic change
+ * without a library. */
+static int copy_change(struct ev_alt *a, const struct ev_point *p,
+		       uint64_t off)
+{
+	int in = open(a->path, O_RDONLY | O_CLOEXEC), out, rc = -1, e;
+
+	if (in < 0)
+		return -1;
+	out = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0) {
+		close(in);
+		return -1;
+	}
+	for (uint64_t o = 0; o < p->file_size; o += BENCH_CHUNK) {
+		size_t n = p->file_size - o < BENCH_CHUNK ?
+			   (size_t)(p->file_size - o) : BENCH_CHUNK;
+		if (bench_pread(in, a->copy, n, (off_t)o) < 0)
+			goto out;
+		if (off >= o && off < o + n)	/* page aligned: in one chunk */
+			memcpy(a->copy + (off - o), a->buf, p->len);
+		if (bench_pwrite(out, a->copy, n, (off_t)o) < 0)
+			goto out;
+	}
+	if (bench_fsync(out) == 0)
+		rc = 0;
+out:
+	e = errno;
+	close(in);
+	if (close(out) < 0 && rc == 0)
+		return -1;
+	if (rc == 0 && (rename(a->tmp, a->path) < 0 ||
+			bench_fsync_dir_of(a->path) < 0))
+		return -1;
+	errno = e;
+	return rc;
+}
+
+/* The whole-file pattern of an atomic change on XFS (xfs_io's atomic
+ * update): the file cloned into a temporary, the change written there, the
+ * whole file exchanged back, durably (DSYNC: the one flush). */
+static int clone_exchange(struct ev_alt *a, const struct ev_point *p,
+			  uint64_t off)
+{
+	struct oa_xfs_exchange_range x = {
+		.length = p->file_size, .flags = OA_XFS_EXCHANGE_DSYNC,
+	};
+	int fd = open(a->path, O_RDWR | O_CLOEXEC), tmp = -1, rc = -1, e;
+
+	if (fd < 0)
+		return -1;
+	tmp = open(bench_dir(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (tmp < 0 || ioctl(tmp, FICLONE, fd) < 0 ||
+	    bench_pwrite(tmp, a->buf, p->len, (off_t)off) < 0)
+		goto out;
+	x.file1_fd = tmp;
+	bench_flush_counted();
+	if (ioctl(fd, OA_XFS_IOC_EXCHANGE_RANGE, &x) == 0)
+		rc = 0;
+out:
+	e = errno;
+	if (tmp >= 0)
+		close(tmp);
+	if (close(fd) < 0 && rc == 0)
+		return -1;
+	errno = e;
+	return rc;
+}
+
 static int op_plain(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 {
 	int fd, rc = -1, e;
 
 	switch (p->wl) {
+	case EV_CHANGE:
+		return copy_change(a, p, off);
+	case EV_FRAG:
+		return clone_exchange(a, p, off);
+	case EV_FILL:
+		fd = open(a->path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		rc = 0;
+		for (uint64_t o = 0; o < p->file_size && rc == 0;
+		     o += p->len) {
+			size_t n = p->file_size - o < p->len ?
+				   (size_t)(p->file_size - o) : p->len;
+			rc = bench_pwrite(fd, a->buf, n, (off_t)o);
+		}
+		if (rc == 0)
+			rc = bench_fdatasync(fd);
+		break;
 	case EV_OPEN:
 		fd = open(a->path, p->flags | O_CLOEXEC);
 		if (fd < 0)
@@ -193,8 +344,54 @@ static int op_plain(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 
 /* ---- the data sets ----------------------------------------------------------- */
 
+static void ev_left(struct ev_alt *a, int unlink_them);
+
+/* frag: P->frag commits of 4 KiB at random pages through the exchange
+ * method, the same ones for every alternative's file; then the library's
+ * files go, so that each alternative starts as it would on a file it finds
+ * fragmented. */
+static int ev_fragment(struct ev_alt *a, const struct ev_point *p)
+{
+	struct oa_options opts = { .size = sizeof(opts),
+				   .method = OA_METHOD_EXCHANGE };
+	oa_file *f = oa_open_opts(a->path, O_RDWR, 0, &opts);
+	int rc = 0;
+
+	if (!f)
+		return -1;
+	for (int k = 0; k < p->frag && rc == 0; k++) {
+		uint64_t off = ev_rng((uint64_t)k * 31 + 17) %
+			       (p->file_size / BENCH_PAGE) * BENCH_PAGE;
+		ev_stamp(a->buf, BENCH_PAGE, (uint64_t)k);
+		if (oa_pwrite(f, a->buf, BENCH_PAGE, (off_t)off) != BENCH_PAGE ||
+		    oa_commit(f) < 0)
+			rc = -1;
+	}
+	if (oa_close(f) < 0)
+		rc = -1;
+	ev_left(a, 1);
+	return rc;
+}
+
+/* The number of extents of PATH, as FIEMAP counts them; -1: unknown. */
+static double ev_extents(const char *path)
+{
+	struct fiemap fm = { .fm_length = FIEMAP_MAX_OFFSET,
+			     .fm_flags = FIEMAP_FLAG_SYNC };
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	double n = -1;
+
+	if (fd < 0)
+		return -1;
+	if (ioctl(fd, FS_IOC_FIEMAP, &fm) == 0)	/* extent_count 0: count */
+		n = fm.fm_mapped_extents;
+	close(fd);
+	return n;
+}
+
 /* The file as a user has it: for oatomic, made, then written and committed
- * once and closed (the library's files exist, nothing is pending). */
+ * once and closed (the library's files exist, nothing is pending).  fill
+ * makes its file before every operation (ev_new_empty). */
 static int ev_create(struct ev_alt *a, const struct ev_point *p)
 {
 	struct oa_options opts;
@@ -203,7 +400,11 @@ static int ev_create(struct ev_alt *a, const struct ev_point *p)
 	oa_file *f;
 	int rc;
 
+	if (p->wl == EV_FILL)
+		return 0;
 	if (bench_make_plain(a->path, p->file_size) < 0)
+		return -1;
+	if (p->wl == EV_FRAG && p->frag > 0 && ev_fragment(a, p) < 0)
 		return -1;
 	if (!a->oa)
 		return 0;
@@ -258,6 +459,17 @@ static void ev_left(struct ev_alt *a, int unlink_them)
 	closedir(d);
 }
 
+/* fill, before each operation: a new empty file, durable, with nothing
+ * beside it (the library's control file and journal of the last one
+ * removed), as a program that writes a new file has it. */
+static int ev_new_empty(struct ev_alt *a)
+{
+	ev_left(a, 1);
+	if (unlink(a->path) < 0 && errno != ENOENT)
+		return -1;
+	return bench_make_plain(a->path, 0);
+}
+
 /* After the run: the file holds the last operation's bytes. */
 static int ev_check(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 {
@@ -287,7 +499,8 @@ static int ev_check(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 		}
 	}
 	if (r != (ssize_t)p->len || memcmp(got, a->buf, p->len) != 0 ||
-	    (p->wl == EV_REPLACE && size != (off_t)p->len)) {
+	    (p->wl == EV_REPLACE && size != (off_t)p->len) ||
+	    (p->wl == EV_FILL && size != (off_t)p->file_size)) {
 		snprintf(a->err, sizeof(a->err), "after the run the file does "
 			 "not hold the last operation's bytes");
 		free(got);
@@ -315,9 +528,18 @@ static void ev_fail(struct ev_alt *a, const char *what, long i)
 static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 		    int to)
 {
+	/* the one timing loop, whichever way the operation is done */
+	int (*op)(struct ev_alt *, const struct ev_point *, uint64_t) =
+		a->oa ? op_oatomic : op_plain;
 	struct bench_meter m0, m1;
 	double busy = 0, rate, pk;
 
+	/* fill's turns are one operation long: the new file is made here,
+	 * outside the meters */
+	if (p->wl == EV_FILL && ev_new_empty(a) < 0) {
+		ev_fail(a, "making the empty file", from);
+		return;
+	}
 	bench_settle();
 	bench_peak_reset();
 	bench_meter_read(a->oa != NULL, &m0);
@@ -330,7 +552,7 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 			ev_stamp(a->buf, p->len, (uint64_t)i);
 		errno = 0;
 		t = bench_now();
-		rc = a->oa ? op_oatomic(a, p, off) : op_plain(a, p, off);
+		rc = op(a, p, off);
 		dt = bench_now() - t;
 		if (rc < 0) {
 			ev_fail(a, "operation", i);
@@ -343,6 +565,7 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 	a->flushes += m1.app.flushes - m0.app.flushes;
 	a->bytes += m1.app.bytes - m0.app.bytes;
 	a->io_bytes += m1.io_wbytes - m0.io_wbytes;
+	a->cpu += m1.cpu_s - m0.cpu_s;
 	if (m0.dev_ok && m1.dev_ok) {
 		a->dev_flushes += m1.dev_flushes - m0.dev_flushes;
 		a->dev_sectors += m1.dev_sectors - m0.dev_sectors;
@@ -361,17 +584,16 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 		a->rate_max = rate;
 }
 
-static void ev_row(struct bench_report *rep, const struct ev_point *p,
-		   struct ev_alt *a, double base_med)
+/* A row of point P for the alternative NAME, every figure not there yet. */
+static struct bench_row *ev_row_new(struct bench_report *rep,
+				    const struct ev_point *p, const char *name)
 {
 	struct bench_row *row = bench_add_row(rep);
-	double logical = (double)p->len * a->n;
-	int writes = p->wl != EV_OPEN;
 
 	row->workload = p->workload;
-	row->alt = a->name;
+	row->alt = name;
 	row->param = p->param;
-	row->value = p->wl == EV_REPLACE ? p->file_size : p->len;
+	row->value = ev_value(p);
 	row->file_size = p->file_size;
 	row->mode = p->mode;
 	row->per_op = 1;
@@ -380,7 +602,17 @@ static void ev_row(struct bench_report *rep, const struct ev_point *p,
 	row->flushes = row->wamp = row->io_wamp = -1;
 	row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
 	row->vs_floor = row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
-	row->left_files = row->left_bytes = -1;
+	row->left_files = row->left_bytes = row->cpu_us = -1;
+	return row;
+}
+
+static void ev_row(struct bench_report *rep, const struct ev_point *p,
+		   struct ev_alt *a, double base_med)
+{
+	struct bench_row *row = ev_row_new(rep, p, a->name);
+	double logical = (double)ev_bytes(p) * a->n;
+	int writes = p->wl != EV_OPEN;
+
 	if (a->failed) {
 		row->status = "failed";
 		snprintf(row->note, sizeof(row->note), "%s", a->err);
@@ -389,7 +621,7 @@ static void ev_row(struct bench_report *rep, const struct ev_point *p,
 	row->status = "ok";
 	row->reps = a->blocks;
 	row->commits = (uint64_t)a->n;
-	row->txn_bytes = writes ? p->len : 0;
+	row->txn_bytes = writes ? ev_bytes(p) : 0;
 	row->lat_p99 = bench_quantile(a->lat, a->n, 0.99);
 	row->lat_p90 = bench_quantile(a->lat, a->n, 0.90);
 	row->lat_med = bench_quantile(a->lat, a->n, 0.5);
@@ -411,10 +643,63 @@ static void ev_row(struct bench_report *rep, const struct ev_point *p,
 			row->dev_wamp = (double)a->dev_sectors * 512 / logical;
 	}
 	row->peak_kib = a->peak;
+	row->cpu_us = a->cpu * 1e6 / a->n;
 	if (base_med > 0)
 		row->vs_base = row->lat_med / base_med;
 	row->left_files = a->left_files;
 	row->left_bytes = a->left_bytes;
+	if (p->wl == EV_FRAG && a->extents >= 0)
+		snprintf(row->note, sizeof(row->note), "%.0f extent%s before "
+			 "the operations", a->extents,
+			 a->extents == 1 ? "" : "s");
+}
+
+/* Point P cannot run here: an n/a row, saying WHY, for each alternative. */
+static void ev_na(struct bench_report *rep, struct bench_alt *const *alts,
+		  int nalts, const struct ev_point *p, const char *bname,
+		  const char *why, enum bench_format fmt)
+{
+	for (int i = 0; i <= nalts; i++) {
+		struct bench_row *row;
+
+		if (i < nalts && !(alts[i]->method >= 0 && alts[i]->usable))
+			continue;
+		row = ev_row_new(rep, p, i < nalts ? alts[i]->name : bname);
+		row->status = "n/a";
+		snprintf(row->note, sizeof(row->note), "%s", why);
+		bench_print_row_live(rep, row, fmt);
+	}
+}
+
+/* frag needs the exchange method: can a file in the scratch directory be
+ * opened with it?  If not, WHY says so. */
+static int ev_can_exchange(char *why, size_t len)
+{
+	struct oa_options opts = { .size = sizeof(opts),
+				   .method = OA_METHOD_EXCHANGE };
+	struct ev_alt probe;
+	oa_file *f;
+	int ok = 0;
+
+	memset(&probe, 0, sizeof(probe));
+	snprintf(probe.base, sizeof(probe.base), "frag-probe");
+	snprintf(probe.path, sizeof(probe.path), "%s/%s", bench_dir(),
+		 probe.base);
+	if (bench_make_plain(probe.path, BENCH_CHUNK) < 0) {
+		snprintf(why, len, "making a file: %s", strerror(errno));
+		return 0;
+	}
+	f = oa_open_opts(probe.path, O_RDWR, 0, &opts);
+	if (f) {
+		ok = 1;
+		oa_close(f);
+	} else {
+		snprintf(why, len, "needs the exchange method (XFS with "
+			 "range exchange): %s", strerror(errno));
+	}
+	ev_left(&probe, 1);
+	unlink(probe.path);
+	return ok;
 }
 
 static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
@@ -452,8 +737,11 @@ static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
 		memcpy(a->path, path, sizeof(path));
 		snprintf(a->tmp, sizeof(a->tmp), "%s.tmp", path);
 		a->lat = calloc((size_t)p->ops, sizeof(double));
+		if (p->wl == EV_CHANGE && !a->oa)
+			a->copy = malloc(BENCH_CHUNK);
 		if (!a->lat || posix_memalign((void **)&a->buf, BENCH_PAGE,
-					      BENCH_CHUNK) != 0) {
+					      BENCH_CHUNK) != 0 ||
+		    (p->wl == EV_CHANGE && !a->oa && !a->copy)) {
 			errno = ENOMEM;
 			ev_fail(a, "setting up", -1);
 			continue;
@@ -461,8 +749,11 @@ static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
 		for (size_t b = 0; b < BENCH_CHUNK; b += 8)
 			memcpy(a->buf + b, &(uint64_t){ b * 31 + 7 }, 8);
 		errno = 0;
+		a->extents = -1;
 		if (ev_create(a, p) < 0)
 			ev_fail(a, "creating the file", -1);
+		else if (p->wl == EV_FRAG)
+			a->extents = ev_extents(a->path);
 	}
 	bench_settle();
 	for (int b = 0, from = 0; from < p->ops; b++, from += p->block) {
@@ -491,87 +782,133 @@ static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
 		bench_print_row_live(rep, &rep->rows[rep->nrows - 1], fmt);
 		free(ea[k].lat);
 		free(ea[k].buf);
+		free(ea[k].copy);
 	}
 	if (fmt != BF_TABLE && progress)
 		fprintf(stderr, "oatomic: bench: %s %s=%lu %s done\n",
-			p->workload, p->param, (unsigned long)(p->wl ==
-			EV_REPLACE ? p->file_size : p->len), p->mode);
+			p->workload, p->param, (unsigned long)ev_value(p),
+			p->mode);
 	return failed;
 }
 
 /* ---- the workloads ------------------------------------------------------------- */
+
+/* Each workload, in enum ev_wl's order: its name (rows keep it: ours, not
+ * the caller's buffer), what one operation is against its baseline (the
+ * table's heading), the x of its rows and its baseline. */
+static const struct {
+	const char *name, *title, *param, *base;
+} ev_kinds[] = {
+	{ "open", "a clean file opened, 4 KiB read, closed; against open + "
+	  "pread + close (plain)", "read_bytes", "plain" },
+	{ "oneshot", "open O_RDWR, one 4 KiB write, commit, close; against "
+	  "open + pwrite + fdatasync + close (inplace)", "update_bytes",
+	  "inplace" },
+	{ "replace", "a small file's whole content replaced: open, write at 0, "
+	  "ftruncate, commit, close;\n   against a temporary written, fsync, "
+	  "rename over, directory fsync (copy-rename)", "content_bytes",
+	  "copy-rename" },
+	{ "change", "one 4 KiB change to a big file: open O_RDWR, write, "
+	  "commit, close;\n   against the whole file copied with the change "
+	  "to a temporary, fsync, rename over, directory fsync (copy-rename)",
+	  "update_bytes", "copy-rename" },
+	{ "fill", "a new, empty file written whole in one transaction of "
+	  "1 MiB writes: open O_RDWR, write, commit, close;\n   against open "
+	  "+ pwrite... + fdatasync + close (inplace)", "txn_bytes", "inplace" },
+	{ "frag", "one 64 KiB change as the file fragments (N 4 KiB exchange "
+	  "commits before): open, write, commit, close;\n   against the whole "
+	  "file cloned, the change written, the whole file exchanged back "
+	  "(clone-exchange); the note: the file's extents", "frag_commits",
+	  "clone-exchange" },
+};
 
 int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 		   struct bench_alt *const *alts, int nalts,
 		   const char *workload)
 {
 	static const uint64_t def_sizes[] = { 64, 64 << 10, 1 << 20 };
+	static const int q_frag[] = { 0, 100 }, f_frag[] = { 0, 2000, 8000 };
+	const uint64_t *sizes = o->nsizes ? o->sizes : def_sizes;
+	/* change and fill: one big file, as the --max-size cap allows */
+	uint64_t big = o->quick ? EV_BIG_QUICK : EV_BIG;
+	uint64_t frag_file = o->quick ? EV_BIG_QUICK : EV_FRAG_FILE;
 	struct ev_point p;
-	int failed = 0;
+	int failed = 0, npoints = 1;
+	char why[200];
 
+	if (o->max_size && big > o->max_size)
+		big = o->max_size;
+	if (o->max_size && frag_file > o->max_size)
+		frag_file = o->max_size;
 	memset(&p, 0, sizeof(p));
-	/* rows keep the name: ours, not the caller's buffer */
-	p.workload = strcmp(workload, "open") == 0 ? "open" :
-		     strcmp(workload, "oneshot") == 0 ? "oneshot" : "replace";
-	p.ops = o->ops > 0 ? o->ops : (o->quick ? 20 : 200);
+	for (size_t i = 0; i < sizeof(ev_kinds) / sizeof(ev_kinds[0]); i++)
+		if (strcmp(workload, ev_kinds[i].name) == 0) {
+			p.wl = (enum ev_wl)i;
+			p.workload = ev_kinds[i].name;
+		}
+	if (!p.workload)
+		return 1;
+	/* A copy or a write of the whole big file per operation: fewer of
+	 * them by default. */
+	p.ops = o->ops > 0 ? o->ops : p.wl == EV_CHANGE ? 20 :
+		p.wl == EV_FRAG ? 15 :
+		p.wl == EV_FILL ? (o->quick ? 3 : 5) : (o->quick ? 20 : 200);
 	p.block = p.ops >= 4 * EV_BLOCK ? EV_BLOCK :
 		  (p.ops / 4 > 0 ? p.ops / 4 : 1);
+	if (p.wl == EV_FILL)
+		p.block = 1;	/* the new file is made between turns */
 	p.mode = "-";
-	if (strcmp(workload, "open") == 0) {
-		if (o->format == BF_TABLE)
-			printf("\n== open: a clean file opened, 4 KiB read, "
-			       "closed; against open + pread + close (plain)"
-			       "\n   per operation, open .. close; x base = "
-			       "median / plain's; left = files beside the "
-			       "data file after the run, du\n");
-		p.wl = EV_OPEN;
-		p.param = "read_bytes";
-		p.file_size = EV_FILE;
-		p.len = EV_IO;
-		p.flags = O_RDONLY;
-		p.mode = "O_RDONLY";
-		failed |= ev_point_run(rep, alts, nalts, &p, "plain",
-				       o->format, o->progress);
-		p.flags = O_RDWR;
-		p.mode = "O_RDWR";
-		failed |= ev_point_run(rep, alts, nalts, &p, "plain",
-				       o->format, o->progress);
-	} else if (strcmp(workload, "oneshot") == 0) {
-		if (o->format == BF_TABLE)
-			printf("\n== oneshot: open O_RDWR, one 4 KiB write, "
-			       "commit, close; against open + pwrite + "
-			       "fdatasync + close (inplace)\n   per operation, "
-			       "open .. close; x base = median / inplace's; "
-			       "left = files beside the data file after the "
-			       "run, du\n");
-		p.wl = EV_ONESHOT;
-		p.param = "update_bytes";
-		p.file_size = EV_FILE;
-		p.len = EV_IO;
-		p.flags = O_RDWR;
-		failed |= ev_point_run(rep, alts, nalts, &p, "inplace",
-				       o->format, o->progress);
-	} else if (strcmp(workload, "replace") == 0) {
-		const uint64_t *sz = o->nsizes ? o->sizes : def_sizes;
-		int n = o->nsizes ? o->nsizes : 3;
-		if (o->format == BF_TABLE)
-			printf("\n== replace: a small file's whole content "
-			       "replaced: open, write at 0, ftruncate, commit, "
-			       "close;\n   against a temporary written, "
-			       "fsync, rename over, directory fsync "
-			       "(copy-rename)\n   per operation, open .. close; "
-			       "x base = median / copy-rename's; left = files "
-			       "beside the data file after the run, du\n");
-		p.wl = EV_REPLACE;
-		p.param = "content_bytes";
-		p.flags = O_RDWR;
-		for (int k = 0; k < n; k++) {
-			p.file_size = sz[k];
-			p.len = (uint32_t)sz[k];
-			failed |= ev_point_run(rep, alts, nalts, &p,
-					       "copy-rename", o->format,
-					       o->progress);
+	p.param = ev_kinds[p.wl].param;
+	p.flags = O_RDWR;
+	if (o->format == BF_TABLE)
+		printf("\n== %s: %s\n   per operation, open .. close; x base = "
+		       "median / %s's; left = files beside the data file "
+		       "after the run, du\n", p.workload, ev_kinds[p.wl].title,
+		       ev_kinds[p.wl].base);
+	if (p.wl == EV_OPEN)
+		npoints = 2;	/* O_RDONLY, O_RDWR */
+	else if (p.wl == EV_REPLACE)
+		npoints = o->nsizes ? o->nsizes : 3;
+	else if (p.wl == EV_FRAG)
+		npoints = o->quick ? 2 : 3;
+	for (int k = 0; k < npoints; k++) {
+		switch (p.wl) {
+		case EV_OPEN:
+			p.file_size = EV_FILE;
+			p.len = EV_IO;
+			p.flags = k ? O_RDWR : O_RDONLY;
+			p.mode = k ? "O_RDWR" : "O_RDONLY";
+			break;
+		case EV_ONESHOT:
+			p.file_size = EV_FILE;
+			p.len = EV_IO;
+			break;
+		case EV_REPLACE:
+			p.file_size = sizes[k];
+			p.len = (uint32_t)sizes[k];
+			break;
+		case EV_CHANGE:
+			p.file_size = big;
+			p.len = EV_IO;
+			break;
+		case EV_FILL:
+			p.file_size = big;
+			p.len = BENCH_CHUNK;
+			break;
+		case EV_FRAG:
+			p.file_size = frag_file;
+			p.len = EV_FRAG_IO;
+			p.frag = o->quick ? q_frag[k] : f_frag[k];
+			if (k == 0 && !ev_can_exchange(why, sizeof(why))) {
+				ev_na(rep, alts, nalts, &p,
+				      ev_kinds[p.wl].base, why, o->format);
+				return failed;
+			}
+			break;
 		}
+		failed |= ev_point_run(rep, alts, nalts, &p,
+				       ev_kinds[p.wl].base, o->format,
+				       o->progress);
 	}
 	return failed;
 }

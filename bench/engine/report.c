@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oatomic-private.h"
 #include "bench.h"
 
 struct bench_row *bench_add_row(struct bench_report *r)
@@ -37,7 +38,7 @@ static const char *const csv_cols =
 	"commits_s_min,commits_s_max,mb_s,flushes_per_commit,bytes_per_byte,"
 	"io_bytes_per_byte,dev_flushes_per_commit,dev_bytes_per_byte,"
 	"peak_rss_kib,lat_vs_inplace,lat_p90_us,bytes_per_op,lat_vs_baseline,"
-	"left_files,left_bytes,note";
+	"left_files,left_bytes,cpu_us_per_commit,note";
 
 static const char *human(uint64_t v, char *buf, size_t len)
 {
@@ -96,6 +97,7 @@ static void print_csv_row(FILE *f, const struct bench_row *r)
 	csv_num(f, r->vs_base, "%.3f");
 	csv_num(f, r->left_files, "%.0f");
 	csv_num(f, r->left_bytes, "%.0f");
+	csv_num(f, r->cpu_us, "%.1f");
 	fputc(',', f);
 	csv_text(f, r->note);
 	fputc('\n', f);
@@ -160,6 +162,7 @@ static void print_json_row(FILE *f, const struct bench_row *r)
 	json_num(f, "lat_vs_baseline", r->vs_base, "%.3f");
 	json_num(f, "left_files", r->left_files, "%.0f");
 	json_num(f, "left_bytes", r->left_bytes, "%.0f");
+	json_num(f, "cpu_us_per_commit", r->cpu_us, "%.1f");
 	fputs(", \"note\": ", f);
 	json_str(f, r->note);
 	fputc('}', f);
@@ -171,6 +174,10 @@ static void env_lines(const struct bench_report *r, const char *pfx)
 
 	printf("%smachine:  %s, %d CPUs (%s), %.1f GiB RAM\n", pfx, e->kernel,
 	       e->ncpu, e->cpu, e->mem_gib);
+	if (e->page_order >= 0)
+		printf("%smemory:   free page reporting to the host, order %d%s"
+		       "\n", pfx, e->page_order,
+		       e->page_order > 10 ? " (off in effect)" : "");
 	printf("%sdir:      %s: %s on %s (mounted at %s)\n", pfx, e->dir, e->fs,
 	       e->dev, e->mount);
 	printf("%sstarted:  %s, load %s\n", pfx, e->started, e->load_start);
@@ -178,16 +185,13 @@ static void env_lines(const struct bench_report *r, const char *pfx)
 	       "median [min-max]%s\n", pfx, e->reps,
 	       e->quick ? "; --quick sizes" : "");
 	for (int i = 0; i < r->nalts; i++) {
-		static const char *const mname[] = { "auto", "journal",
-			"clone", "exchange", "kernel" };
 		const struct bench_alt *a = r->alts[i];
-		int m = a->actual_method;
+		const char *m = oa__method_name(a->actual_method);
 		printf("%salt:      %-17s %s", pfx, a->name,
 		       a->usable ? a->desc : a->why);
 		/* what oa_ioinfo said the handle uses */
 		if (a->usable && a->method >= 0)
-			printf(" [commits with: %s]", m >= 0 && m < 5 ?
-			       mname[m] : "?");
+			printf(" [commits with: %s]", m ? m : "?");
 		putchar('\n');
 	}
 }
@@ -203,7 +207,8 @@ void bench_print_head(const struct bench_report *r, enum bench_format f)
 		       "          them (oatomic: its I/O seam; SQLite, LMDB: "
 		       "-), io = /proc/self/io write_bytes,\n"
 		       "          dev = the block device's flushes and "
-		       "sectors; peak RSS; latency / inplace's\n");
+		       "sectors; peak RSS; latency / inplace's;\n"
+		       "          CPU time (user+sys) per commit, us\n");
 	}
 }
 
@@ -223,45 +228,61 @@ static const char *bytes_short(double v, char *buf, size_t len)
 	return buf;
 }
 
+/* What both kinds of table row begin with: a row that did not run is one
+ * line saying why (returns 1); otherwise LAT gets "median [min-max]" and
+ * each of the N values V its cell C[i], "-" where it does not apply, whole
+ * for those in the bit mask WHOLE, with two decimals for the others. */
+static int row_cells(const struct bench_row *row, char lat[64],
+		     const double *v, int n, unsigned whole, char c[][24])
+{
+	if (strcmp(row->status, "ok") != 0) {
+		printf("  %-17s %s: %s\n", row->alt, row->status, row->note);
+		fflush(stdout);
+		return 1;
+	}
+	snprintf(lat, 64, "%.0f [%.0f-%.0f]", row->lat_med, row->lat_min,
+		 row->lat_max);
+	for (int i = 0; i < n; i++) {
+		if (v[i] < 0)
+			snprintf(c[i], 24, "-");
+		else if (whole & (1u << i))
+			snprintf(c[i], 24, "%.0f", v[i]);
+		else
+			snprintf(c[i], 24, "%.2f", v[i]);
+	}
+	return 0;
+}
+
 /* An everyday row: figures per operation, the ratio to the workload's
  * baseline, and what the run left beside the file. */
 static void print_op_row(const struct bench_row *row, int head)
 {
 	char lat[64], left[64], b[24];
-	char c[7][24];
-	const double v[7] = { row->flushes, row->bytes_per_op, row->io_wamp,
+	char c[8][24];
+	const double v[8] = { row->flushes, row->bytes_per_op, row->io_wamp,
 			      row->dev_flushes, row->dev_wamp, row->vs_base,
-			      row->cps };
+			      row->cps, row->cpu_us };
 
 	if (head)
-		printf("  %-17s %-26s %9s %9s %7s %8s %6s %6s %6s %7s %7s  "
+		printf("  %-17s %-26s %9s %9s %7s %8s %6s %6s %6s %7s %6s %7s  "
 		       "%s\n", "alternative", "op us med [min-max]", "p90 us",
 		       "ops/s", "flush/o", "B/op", "io B/B", "dev fl",
-		       "dev B/B", "peakMiB", "x base", "left beside the file");
-	if (strcmp(row->status, "ok") != 0) {
-		printf("  %-17s %s: %s\n", row->alt, row->status, row->note);
-		fflush(stdout);
+		       "dev B/B", "peakMiB", "CPU us", "x base",
+		       "left beside the file");
+	/* bytes per operation, operations/s and CPU us: whole */
+	if (row_cells(row, lat, v, 8, 1u << 1 | 1u << 6 | 1u << 7, c))
 		return;
-	}
-	snprintf(lat, sizeof(lat), "%.0f [%.0f-%.0f]", row->lat_med,
-		 row->lat_min, row->lat_max);
-	for (int i = 0; i < 7; i++) {
-		if (v[i] < 0)
-			snprintf(c[i], sizeof(c[i]), "-");
-		else if (i == 1 || i == 6)
-			snprintf(c[i], sizeof(c[i]), "%.0f", v[i]);
-		else
-			snprintf(c[i], sizeof(c[i]), "%.2f", v[i]);
-	}
 	if (row->left_files < 0)
 		snprintf(left, sizeof(left), "-");
 	else
 		snprintf(left, sizeof(left), "%.0f file%s, %s", row->left_files,
 			 row->left_files == 1 ? "" : "s",
 			 bytes_short(row->left_bytes, b, sizeof(b)));
-	printf("  %-17s %-26s %9.0f %9s %7s %8s %6s %6s %6s %7.1f %7s  %s\n",
-	       row->alt, lat, row->lat_p90, c[6], c[0], c[1], c[2], c[3], c[4],
-	       row->peak_kib / 1024, c[5], left);
+	/* a note on an ok row says more about the point (frag: extents) */
+	printf("  %-17s %-26s %9.0f %9s %7s %8s %6s %6s %6s %7.1f %6s %7s  "
+	       "%s%s%s\n", row->alt, lat, row->lat_p90, c[6], c[0], c[1], c[2],
+	       c[3], c[4], row->peak_kib / 1024, c[7], c[5], left,
+	       row->note[0] ? "; " : "", row->note);
 	fflush(stdout);
 }
 
@@ -269,9 +290,10 @@ void bench_print_row_live(const struct bench_report *r,
 			  const struct bench_row *row, enum bench_format f)
 {
 	char key[256], b1[32], b2[32], lat[64];
-	char c[6][24];
-	const double v[6] = { row->flushes, row->wamp, row->io_wamp,
-			      row->dev_flushes, row->dev_wamp, row->vs_floor };
+	char c[7][24];
+	const double v[7] = { row->flushes, row->wamp, row->io_wamp,
+			      row->dev_flushes, row->dev_wamp, row->vs_floor,
+			      row->cpu_us };
 
 	if (f != BF_TABLE)
 		return;
@@ -297,36 +319,26 @@ void bench_print_row_live(const struct bench_report *r,
 			return;
 		}
 		printf("  %-17s %-26s %9s %9s %8s %7s %6s %6s %6s %6s %7s "
-		       "%6s\n", "alternative",
+		       "%6s %6s\n", "alternative",
 		       strcmp(row->workload, "recovery") ?
 		       "latency us med [min-max]" : "recovery us med [min-max]",
 		       "p99 us", "commit/s", "MB/s", "flush/c", "B/B", "io B/B",
-		       "dev fl", "dev B/B", "peakMiB", "x inpl");
+		       "dev fl", "dev B/B", "peakMiB", "x inpl", "CPU us");
 	}
 	if (row->per_op) {
 		print_op_row(row, 0);
 		return;
 	}
-	if (strcmp(row->status, "ok") != 0) {
-		printf("  %-17s %s: %s\n", row->alt, row->status, row->note);
-		fflush(stdout);
+	/* CPU us: whole */
+	if (row_cells(row, lat, v, 7, 1u << 6, c))
 		return;
-	}
-	snprintf(lat, sizeof(lat), "%.0f [%.0f-%.0f]", row->lat_med,
-		 row->lat_min, row->lat_max);
-	for (int i = 0; i < 6; i++) {
-		if (v[i] < 0)
-			snprintf(c[i], sizeof(c[i]), "-");
-		else
-			snprintf(c[i], sizeof(c[i]), "%.2f", v[i]);
-	}
 	printf("  %-17s %-26s %9.0f ", row->alt, lat, row->lat_p99);
 	if (row->cps >= 0)
 		printf("%9.1f %8.1f ", row->cps, row->mbs);
 	else
 		printf("%9s %8s ", "-", "-");
-	printf("%7s %6s %6s %6s %6s %7.1f %6s\n", c[0], c[1], c[2], c[3],
-	       c[4], row->peak_kib / 1024, c[5]);
+	printf("%7s %6s %6s %6s %6s %7.1f %6s %6s\n", c[0], c[1], c[2], c[3],
+	       c[4], row->peak_kib / 1024, c[5], c[6]);
 	fflush(stdout);
 }
 
@@ -351,8 +363,11 @@ void bench_print_tail(const struct bench_report *r, enum bench_format f)
 		json_str(stdout, e->kernel);
 		printf(", \"cpu\": ");
 		json_str(stdout, e->cpu);
-		printf(", \"cpus\": %d, \"mem_gib\": %.1f},\n", e->ncpu,
+		printf(", \"cpus\": %d, \"mem_gib\": %.1f", e->ncpu,
 		       e->mem_gib);
+		if (e->page_order >= 0)
+			printf(", \"page_reporting_order\": %d", e->page_order);
+		printf("},\n");
 		printf("  \"dir\": ");
 		json_str(stdout, e->dir);
 		printf(", \"fs\": ");

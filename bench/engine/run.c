@@ -27,7 +27,10 @@
  *   dev wamp      flush requests and sectors written, file system metadata
  *                 and journal included.  Device-wide: exact on a loop
  *                 device of our own, polluted by others on a shared disk;
- *   peak memory   VmHWM of the process(es), reset before the run.
+ *   peak memory   VmHWM of the process(es), reset before the run;
+ *   CPU time      user+system of the process(es) over the run, per commit:
+ *                 what the calls cost besides waiting for the device (the
+ *                 bench's own bookkeeping, a few memcpy per commit, in).
  * The figure printed is the median over the repetitions, with min-max for
  * the latency and the commit rate.
  *
@@ -54,6 +57,7 @@
 #include <sys/wait.h>
 
 #include "oatomic.h"
+#include "oatomic-private.h"
 #include "bench.h"
 
 #define MAXREPS 32
@@ -115,6 +119,15 @@ double bench_quantile(double *v, int n, double p)
 
 /* ---- meters ------------------------------------------------------------- */
 
+/* The process's CPU time so far, user + system, every thread's. */
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static uint64_t proc_write_bytes(void)
 {
 	char line[128];
@@ -160,6 +173,7 @@ void bench_meter_read(int oatomic, struct bench_meter *m)
 	bench_appctr_of(oatomic, &m->app);
 	m->io_wbytes = proc_write_bytes();
 	m->dev_ok = dev_stat(&m->dev_flushes, &m->dev_sectors) == 0;
+	m->cpu_s = cpu_seconds();
 }
 
 void bench_peak_reset(void)
@@ -223,7 +237,8 @@ static const char *const wl_name[WL_N] = {
 };
 
 static const char *const wl_title[WL_N] = {
-	"small commits: one update at a random aligned offset per commit",
+	("small commits: one update at a random aligned offset per commit "
+	 "(and 4 KiB at an unaligned one)"),
 	"large transactions: the whole file rewritten in 1 MiB writes, one commit",
 	"many small writes per transaction: 4 KiB writes at random offsets",
 	("concurrent committers: 4 KiB commits, threads or processes, one "
@@ -231,12 +246,19 @@ static const char *const wl_title[WL_N] = {
 	"recovery after a crash at the commit point, against journal size",
 };
 
-enum conc_mode { CM_NONE, CM_THR_ONE, CM_THR_SEP, CM_PROC_ONE, CM_PROC_SEP };
+/* How a point runs: the concurrency modes, and for small commits the
+ * updates that start UNALIGNED_BY bytes past an aligned offset. */
+enum conc_mode { CM_NONE, CM_THR_ONE, CM_THR_SEP, CM_PROC_ONE, CM_PROC_SEP,
+		 CM_UNALIGNED };
 
 static const char *const cm_name[] = {
 	"-", "threads/one-file", "threads/own-files", "processes/one-file",
-	"processes/own-files",
+	"processes/own-files", "unaligned",
 };
+
+/* An odd offset: the update straddles two pages and starts mid-sector, so
+ * the library's partial-page paths are what is measured. */
+#define UNALIGNED_BY	100
 
 struct point {
 	enum wl wl;
@@ -280,8 +302,12 @@ static void gen_updates(const struct point *p, uint64_t seed,
 		return;
 	}
 	for (int i = 0; i < p->nwrites; i++) {
-		uint64_t slots = p->file_size / p->upd;
+		/* unaligned: one slot fewer, so the last update still fits */
+		uint64_t slots = p->file_size / p->upd -
+				 (p->mode == CM_UNALIGNED);
 		u[i].off = (rng_next(&s) % slots) * p->upd;	/* aligned */
+		if (p->mode == CM_UNALIGNED)
+			u[i].off += UNALIGNED_BY;
 		u[i].len = p->upd;
 		u[i].data = (uint32_t)(((uint64_t)i * p->upd) %
 				       (BENCH_CHUNK * 2 - p->upd + 1) &
@@ -302,6 +328,10 @@ static int applicable(const struct bench_alt *a, const struct point *p,
 				 a->unit_max);
 			return 0;
 		}
+	}
+	if (p->mode == CM_UNALIGNED && (a->caps & ALT_WHOLE_PAGES)) {
+		snprintf(why, len, "stores whole aligned pages only");
+		return 0;
 	}
 	if (p->mode == CM_THR_ONE && (a->caps & ALT_NO_THREADS_SAME_FILE)) {
 		snprintf(why, len, "LMDB forbids opening one environment twice "
@@ -326,7 +356,7 @@ static void data_path(char *buf, size_t len, const struct bench_alt *a,
 
 struct run_out {
 	double lat_med, lat_p99, cps, mbs;
-	double flushes, wamp, io_wamp, dev_flushes, dev_wamp, peak;
+	double flushes, wamp, io_wamp, dev_flushes, dev_wamp, peak, cpu;
 	uint64_t commits;
 	int ok;
 	char err[160];
@@ -338,6 +368,7 @@ struct wslot {
 	uint64_t n;
 	uint64_t app_flushes, app_bytes, io_bytes;
 	double peak;
+	double cpu_s;
 	int err;
 	char msg[120];
 };
@@ -418,6 +449,7 @@ static void *worker_run(void *arg)
 		w->slot->app_bytes = m1.app.bytes - m0.app.bytes;
 		w->slot->io_bytes = m1.io_wbytes - m0.io_wbytes;
 		w->slot->peak = bench_peak_kib();
+		w->slot->cpu_s = m1.cpu_s - m0.cpu_s;
 	}
 	free(u);
 	return NULL;
@@ -441,7 +473,7 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 	int pfd[2] = { -1, -1 };
 	double t0 = 1e300, t1 = 0, *all = NULL;
 	uint64_t n = 0, app_fl = 0, app_by = 0, io_by = 0;
-	double peak = -1;
+	double peak = -1, cpu = 0;
 
 	memset(out, 0, sizeof(*out));
 	slots = mmap(NULL, shsz, PROT_READ | PROT_WRITE,
@@ -537,12 +569,14 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 		io_by += slots[k].io_bytes;
 		if (slots[k].peak > peak)
 			peak = slots[k].peak;
+		cpu += slots[k].cpu_s;
 	}
 	if (!procs) {
 		app_fl = m1.app.flushes - m0.app.flushes;
 		app_by = m1.app.bytes - m0.app.bytes;
 		io_by = m1.io_wbytes - m0.io_wbytes;
 		peak = bench_peak_kib();
+		cpu = m1.cpu_s - m0.cpu_s;	/* every thread's */
 	}
 	all = malloc(sizeof(double) * (n ? n : 1));
 	if (!all || n == 0) {
@@ -577,6 +611,7 @@ static void run_once(struct runcfg *rc, struct bench_alt *a,
 			(double)(m1.dev_sectors - m0.dev_sectors) * 512 /
 			logical : -1;
 		out->peak = peak;
+		out->cpu = cpu * 1e6 / (double)n;
 		out->ok = 1;
 	}
 out:
@@ -665,7 +700,7 @@ static void recover_once(struct runcfg *rc, struct bench_alt *a,
 		close(fd);
 	}
 	out->cps = out->mbs = out->flushes = out->wamp = out->io_wamp = -1;
-	out->dev_flushes = out->dev_wamp = -1;
+	out->dev_flushes = out->dev_wamp = out->cpu = -1;
 	out->ok = 1;
 out:
 	free(u);
@@ -741,7 +776,7 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
 		row->vs_floor = -1;
 		row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
-		row->left_files = row->left_bytes = -1;
+		row->left_files = row->left_bytes = row->cpu_us = -1;
 		row->status = "n/a";
 		if (!applicable(a, p, why, sizeof(why))) {
 			snprintf(row->note, sizeof(row->note), "%s", why);
@@ -837,6 +872,7 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		SUM(dev_flushes, row->dev_flushes);
 		SUM(dev_wamp, row->dev_wamp);
 		SUM(peak, row->peak_kib);
+		SUM(cpu, row->cpu_us);
 #undef SUM
 	}
 	if (floor_i >= 0 && live[floor_i])
@@ -916,6 +952,16 @@ static void run_workload(struct runcfg *rc, enum wl wl)
 				run_point(rc, &p);
 			}
 		}
+		/* 4 KiB at an odd offset, on the middle file size */
+		p.mode = CM_UNALIGNED;
+		p.upd = BENCH_PAGE;
+		p.value = p.upd;
+		p.file_size = quick ? 1 << 20 : 64 << 20;
+		if (p.file_size > rc->max_size)
+			p.file_size = rc->max_size;
+		p.commits = quick ? 20 : 500;
+		p.min_commits = 3;
+		run_point(rc, &p);
 		break;
 	case WL_LARGE:
 		p.param = "txn_bytes";
@@ -994,20 +1040,6 @@ static void run_workload(struct runcfg *rc, enum wl wl)
 
 /* ---- the machine ----------------------------------------------------------- */
 
-static const char *fs_name_of(unsigned long magic)
-{
-	switch (magic) {
-	case 0xEF53: return "ext4";
-	case 0x58465342: return "xfs";
-	case 0x9123683E: return "btrfs";
-	case 0x01021994: return "tmpfs";
-	case 0x2FC12FC1: return "zfs";
-	case 0xF2F52010: return "f2fs";
-	case 0x794c7630: return "overlayfs";
-	default: return NULL;
-	}
-}
-
 static void read_first(const char *path, const char *key, char *out,
 		       size_t len)
 {
@@ -1047,9 +1079,20 @@ static void describe(struct bench_env *e, const char *dir)
 	e->ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	read_first("/proc/meminfo", "MemTotal", mem, sizeof(mem));
 	e->mem_gib = atof(mem) / 1048576.0;
+	/* A virtual machine that reports free pages to its host gets freed
+	 * page cache back slowly: workloads that free much of it (the
+	 * exchange method) measure the host, not the library. */
+	e->page_order = -1;
+	f = fopen("/sys/module/page_reporting/parameters/"
+		  "page_reporting_order", "r");
+	if (f) {
+		if (fscanf(f, "%d", &e->page_order) != 1)
+			e->page_order = -1;
+		fclose(f);
+	}
 	snprintf(e->dir, sizeof(e->dir), "%s", dir);
 	if (statfs(dir, &sf) == 0) {
-		const char *n = fs_name_of((unsigned long)sf.f_type);
+		const char *n = oa__fs_name((unsigned long)sf.f_type);
 		if (n)
 			snprintf(e->fs, sizeof(e->fs), "%s", n);
 		else
