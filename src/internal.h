@@ -18,34 +18,6 @@
 #include "index.h"
 #include "sys.h"
 #include "oatomic-private.h"
-#include <stddef.h>
-#include <linux/ioctl.h>
-#include <linux/types.h>
-
-/* ---- XFS range exchange (fs/xfs/libxfs/xfs_fs.h, Linux 6.10+) ---- */
-
-struct oa_xfs_exchange_range {
-	__s32 file1_fd;
-	__u32 pad;             /* must be zero */
-	__u64 file1_offset;
-	__u64 file2_offset;
-	__u64 length;
-	__u64 flags;           /* XFS_EXCHANGE_RANGE_* */
-};
-
-_Static_assert(offsetof(struct oa_xfs_exchange_range, file1_offset) == 8,
-	      "file1_offset");
-_Static_assert(offsetof(struct oa_xfs_exchange_range, flags) == 32, "flags");
-_Static_assert(sizeof(struct oa_xfs_exchange_range) == 40,
-	      "struct xfs_exchange_range");
-
-/* _IOW, not _IOWR: changed before 6.10 final (the kernel only reads it). */
-#define OA_XFS_IOC_EXCHANGE_RANGE \
-	_IOW('X', 129, struct oa_xfs_exchange_range)
-
-#define OA_XFS_EXCHANGE_DSYNC         (1ull << 1)
-#define OA_XFS_EXCHANGE_FILE1_WRITTEN (1ull << 3)
-
 
 #define OA_BUF_BYTES (1u << 20)   /* bounce buffer for copies and scans */
 

@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <linux/ioctl.h>
+#include <linux/types.h>
 
 struct statfs;
 
@@ -31,6 +33,32 @@ struct statfs;
 #define RWF_ATOMIC 0x00000040
 #endif
 #define OA_BTRFS_MAGIC 0x9123683EUL
+
+/* ---- XFS range exchange (fs/xfs/libxfs/xfs_fs.h, Linux 6.10+) ---- */
+
+struct oa_xfs_exchange_range {
+	__s32 file1_fd;
+	__u32 pad;             /* must be zero */
+	__u64 file1_offset;
+	__u64 file2_offset;
+	__u64 length;
+	__u64 flags;           /* XFS_EXCHANGE_RANGE_* */
+};
+
+_Static_assert(offsetof(struct oa_xfs_exchange_range, file1_offset) == 8,
+	      "file1_offset");
+_Static_assert(offsetof(struct oa_xfs_exchange_range, flags) == 32, "flags");
+_Static_assert(sizeof(struct oa_xfs_exchange_range) == 40,
+	      "struct xfs_exchange_range");
+
+/* _IOW, not _IOWR: changed before 6.10 final (the kernel only reads it). */
+#define OA_XFS_IOC_EXCHANGE_RANGE \
+	_IOW('X', 129, struct oa_xfs_exchange_range)
+
+#define OA_XFS_EXCHANGE_TO_EOF        (1ull << 0)
+#define OA_XFS_EXCHANGE_DSYNC         (1ull << 1)
+#define OA_XFS_EXCHANGE_DRY_RUN       (1ull << 2)
+#define OA_XFS_EXCHANGE_FILE1_WRITTEN (1ull << 3)
 
 /* statx(2) as the kernel lays it out (include/uapi/linux/stat.h): glibc's
  * struct statx predates the fields we need, so our own copy. */

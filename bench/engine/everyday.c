@@ -64,7 +64,7 @@
 #include <linux/fs.h>
 
 #include "oatomic.h"
-#include "internal.h"	/* the XFS range exchange the library calls */
+#include "oatomic-private.h"	/* the XFS range exchange (sys.h) */
 #include "bench.h"
 
 #define EV_FILE		(1u << 20)	/* open, oneshot: the file's size */

@@ -103,19 +103,8 @@
 #define SIM_MAXSIZE (1ull << 40)
 #define SIM_CUT_ATOMIC (4ull << 20)   /* shrinks from up to this: whole */
 
-/* XFS_IOC_EXCHANGE_RANGE (Linux 6.10), defined here for older headers. */
-struct sim_xfs_exchange_range {
-	int32_t file1_fd;
-	uint32_t pad;
-	uint64_t file1_offset;
-	uint64_t file2_offset;
-	uint64_t length;
-	uint64_t flags;
-};
-#define SIM_XFS_IOC_EXCHANGE_RANGE _IOW('X', 129, struct sim_xfs_exchange_range)
-#define SIM_XCHG_TO_EOF  (1ull << 0)
-#define SIM_XCHG_DSYNC   (1ull << 1)
-#define SIM_XCHG_DRY_RUN (1ull << 2)
+/* XFS_IOC_EXCHANGE_RANGE: the library's definition (sys.h) of the
+ * kernel's interface. */
 
 /* ---- pages and images ---- */
 
@@ -1614,7 +1603,7 @@ static int do_clone(struct inode *src, uint64_t soff, struct inode *dst,
 	return 0;
 }
 
-static int do_exchange(struct sim_xfs_exchange_range *x, int fd2)
+static int do_exchange(struct oa_xfs_exchange_range *x, int fd2)
 {
 	struct ofd *o1, *o2;
 	struct inode *a = fd_inode(x->file1_fd, &o1), *b = fd_inode(fd2, &o2);
@@ -1629,12 +1618,12 @@ static int do_exchange(struct sim_xfs_exchange_range *x, int fd2)
 		errno = EBADF;
 		return -1;
 	}
-	if (x->flags & ~(SIM_XCHG_TO_EOF | SIM_XCHG_DSYNC | SIM_XCHG_DRY_RUN)) {
+	if (x->flags & ~(OA_XFS_EXCHANGE_TO_EOF | OA_XFS_EXCHANGE_DSYNC | OA_XFS_EXCHANGE_DRY_RUN)) {
 		errno = EINVAL;
 		return -1;
 	}
 	uint64_t len = x->length;
-	if (x->flags & SIM_XCHG_TO_EOF)
+	if (x->flags & OA_XFS_EXCHANGE_TO_EOF)
 		len = a->vol.size > x->file1_offset ? a->vol.size - x->file1_offset : 0;
 	uint64_t o1o = x->file1_offset, o2o = x->file2_offset;
 	if (o1o % PG || o2o % PG || o1o + len > a->vol.size ||
@@ -1647,7 +1636,7 @@ static int do_exchange(struct sim_xfs_exchange_range *x, int fd2)
 		errno = EINVAL;
 		return -1;
 	}
-	if (x->flags & SIM_XCHG_DRY_RUN)
+	if (x->flags & OA_XFS_EXCHANGE_DRY_RUN)
 		return 0;
 	uint64_t g = ++cur->next_group;
 	struct op *wa = op_new(OP_WRITE), *wb = op_new(OP_WRITE);
@@ -1668,7 +1657,7 @@ static int do_exchange(struct sim_xfs_exchange_range *x, int fd2)
 	op_apply(&b->vol, wb);
 	log_add(a, wa);
 	log_add(b, wb);
-	if (x->flags & SIM_XCHG_DSYNC)
+	if (x->flags & OA_XFS_EXCHANGE_DSYNC)
 		flush_file(cur, a);
 	return 0;
 }
@@ -1676,7 +1665,7 @@ static int do_exchange(struct sim_xfs_exchange_range *x, int fd2)
 static int s_ioctl(int fd, unsigned long req, void *arg)
 {
 	bool mut = req == FICLONE || req == FICLONERANGE ||
-		   req == SIM_XFS_IOC_EXCHANGE_RANGE;
+		   req == OA_XFS_IOC_EXCHANGE_RANGE;
 	int f = enter("ioctl", mut);
 	struct ofd *o;
 	struct inode *i = fd_inode(fd, &o);
@@ -1709,7 +1698,7 @@ static int s_ioctl(int fd, unsigned long req, void *arg)
 		return do_clone(s, r->src_offset, i, o, r->dest_offset,
 				r->src_length);
 	}
-	case SIM_XFS_IOC_EXCHANGE_RANGE:
+	case OA_XFS_IOC_EXCHANGE_RANGE:
 		return do_exchange(arg, fd);
 	default:
 		errno = ENOTTY;
