@@ -166,21 +166,6 @@ static const char *span_str(char *buf, size_t n, uint64_t span)
 	return buf;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* ---- the writers -------------------------------------------------------- */
 
 struct wopts {
@@ -253,11 +238,11 @@ static void ack_send(struct acker *a, uint64_t k)
 		ack_check_alive(a);
 
 	if (a->binary) {
-		r = write_all(a->fd, &k, sizeof(k));
+		r = wl_write_all(a->fd, &k, sizeof(k));
 	} else {
 		char line[32];
 		int n = snprintf(line, sizeof(line), "%" PRIu64 "\n", k);
-		r = write_all(a->fd, line, (size_t)n);
+		r = wl_write_all(a->fd, line, (size_t)n);
 	}
 	if (r < 0)
 		die_errno(2, "write ack", NULL);
@@ -297,11 +282,11 @@ static void w_write(oa_file *f, const struct wopts *o, const struct tort_plan *p
 {
 	ssize_t n;
 
-	tort_fill(buf, op->len, op->dseed);
+	wl_fill(buf, op->len, op->dseed);
 	if (op->vec && op->len >= 3) {
 		/* two cuts at places derived from the data seed */
-		uint64_t c1 = 1 + tort_mix(op->dseed) % (op->len - 1);
-		uint64_t c2 = 1 + tort_mix(op->dseed + 1) % (op->len - 1);
+		uint64_t c1 = 1 + wl_mix(op->dseed) % (op->len - 1);
+		uint64_t c2 = 1 + wl_mix(op->dseed + 1) % (op->len - 1);
 		if (c1 > c2) {
 			uint64_t t = c1;
 			c1 = c2;
@@ -355,7 +340,7 @@ static int run_writer(const struct wopts *o)
 		/* relay: hold the handle open while another writer works and
 		 * dies; then take over after the transaction we are told */
 		uint64_t ready = 0;
-		if (write_all(a.fd, &ready, sizeof(ready)) < 0)
+		if (wl_write_all(a.fd, &ready, sizeof(ready)) < 0)
 			die_errno(2, "write ready", NULL);
 		ssize_t n = read(o->relay_fd, &start, sizeof(start));
 		if (n == 0) {
@@ -514,7 +499,7 @@ static int run_mutant(const char *kind, const struct wopts *o)
 			tort_model_apply(&work, &p);
 			int t = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 				     0644);
-			if (t < 0 || write_all(t, work.buf, (size_t)work.size) < 0)
+			if (t < 0 || wl_write_all(t, work.buf, (size_t)work.size) < 0)
 				die_errno(2, "write", tmp);
 			/* for power cuts (acks to a file): make it durable */
 			if (a.sync && fdatasync(t) < 0)
@@ -539,7 +524,7 @@ static int run_mutant(const char *kind, const struct wopts *o)
 			for (int i = 0; i < p.nops; i++) {
 				const struct tort_op *op = &p.ops[i];
 				if (op->kind == TORT_WRITE) {
-					tort_fill(buf, op->len, op->dseed);
+					wl_fill(buf, op->len, op->dseed);
 					if (pwrite(fd, buf, (size_t)op->len,
 						   (off_t)op->off) != (ssize_t)op->len)
 						die_errno(2, "pwrite", o->file);
@@ -884,7 +869,7 @@ static int collect(pid_t pid, int fd, uint64_t deadline, struct acklist *l,
 	size_t partn = 0;
 
 	for (;;) {
-		uint64_t now = tort_now_us();
+		uint64_t now = wl_now_us();
 		if (!sent && now >= deadline) {
 			if (until_ready)
 				return 0;
@@ -968,7 +953,7 @@ failed:
 			open ? "oa_open" : "oa_recover", file, strerror(errno));
 		_exit(1);
 	}
-	uint64_t t0 = tort_now_us();
+	uint64_t t0 = wl_now_us();
 	int st, early = 0;
 	for (;;) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
@@ -976,7 +961,7 @@ failed:
 			early = 1;
 			break;
 		}
-		if (tort_now_us() - t0 >= delay) {
+		if (wl_now_us() - t0 >= delay) {
 			kill(pid, SIGKILL);
 			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 				;
@@ -1069,39 +1054,39 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 	verifier_init(&v, c->seed, c->span);
 
 	for (long round = 0; round < c->rounds; round++) {
-		struct tort_rng rr = tort_rng_make(c->seed ^ 0x6b696c6cULL,
+		struct wl_rng rr = tort_rng_make(c->seed ^ 0x6b696c6cULL,
 						   (uint64_t)round);
-		int use_kp = tort_below(&rr, 3) == 0;
+		int use_kp = wl_below(&rr, 3) == 0;
 		if (c->mutant)
 			use_kp = round % 2 == 0;
-		int kp = 1 + (int)tort_below(&rr, 6);
-		uint64_t kafter = tort_below(&rr, 4);
+		int kp = 1 + (int)wl_below(&rr, 6);
+		uint64_t kafter = wl_below(&rr, 4);
 		uint64_t delay;
-		switch (tort_below(&rr, 20)) {
+		switch (wl_below(&rr, 20)) {
 		case 0:
 			delay = 0;
 			break;
 		case 1: case 2: case 3:
-			delay = tort_below(&rr, 1000);
+			delay = wl_below(&rr, 1000);
 			break;
 		case 4: case 5:
-			delay = 1000 + tort_below(&rr, 4000);
+			delay = 1000 + wl_below(&rr, 4000);
 			break;
 		default:
-			delay = tort_below(&rr, 30001);
+			delay = wl_below(&rr, 30001);
 			break;
 		}
-		if (tort_below(&rr, 20) == 0)   /* now and then a long run */
-			delay = 30000 + tort_below(&rr, 170000);
+		if (wl_below(&rr, 20) == 0)   /* now and then a long run */
+			delay = 30000 + wl_below(&rr, 170000);
 		/* a third of the rounds: a recovery (oa_recover, or oa_open and
 		 * oa_close) that is itself killed, at random or at a kill point
 		 * of the replay or the checkpoint, before the real one */
-		int kill_rec = !c->mutant && tort_below(&rr, 3) == 0;
+		int kill_rec = !c->mutant && wl_below(&rr, 3) == 0;
 		static const int rec_kps[] = { 0, 0, 3, 4, 5, 6 };
-		int rec_kp = rec_kps[tort_below(&rr, 6)];
-		uint64_t rec_delay = tort_below(&rr, 2) ? tort_below(&rr, 2000)
-						       : 2000 + tort_below(&rr, 28000);
-		int rec_open = (int)tort_below(&rr, 2);
+		int rec_kp = rec_kps[wl_below(&rr, 6)];
+		uint64_t rec_delay = wl_below(&rr, 2) ? wl_below(&rr, 2000)
+						       : 2000 + wl_below(&rr, 28000);
+		int rec_open = (int)wl_below(&rr, 2);
 		if (use_kp)
 			delay = 300000;   /* until it dies, or 0.3 s */
 		else if (delay == 0)
@@ -1112,10 +1097,10 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 		 * then it commits the following transactions, and must first
 		 * finish the dead one's (I10) */
 		int relay = !c->mutant && use_kp && kp >= 2 && kp <= 4 &&
-			    tort_below(&rr, 2) == 0;
-		uint64_t relay_txns = 1 + tort_below(&rr, 4);
+			    wl_below(&rr, 2) == 0;
+		uint64_t relay_txns = 1 + wl_below(&rr, 4);
 		/* half of them: killed at random; the rest must finish */
-		uint64_t relay_delay = tort_below(&rr, 2) ? tort_below(&rr, 50000)
+		uint64_t relay_delay = wl_below(&rr, 2) ? wl_below(&rr, 50000)
 							 : 0;
 		uint64_t k0 = v.m.k;
 
@@ -1139,7 +1124,7 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 					  (char *)"--max-txns", s_rt,
 					  (char *)"--span", s_span, NULL };
 			pid2 = spawn(argv2, &afd2, &rfd2);
-			if (!collect(pid2, afd2, tort_now_us() + 10000000, &al, 1)) {
+			if (!collect(pid2, afd2, wl_now_us() + 10000000, &al, 1)) {
 				int st2 = wait_child(pid2);
 				char d[64];
 				snprintf(d, sizeof(d), "(status 0x%x)", st2);
@@ -1177,7 +1162,7 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 
 		int afd;
 		pid_t pid = spawn(argv, &afd, NULL);
-		int died_first = collect(pid, afd, tort_now_us() + delay, &al, 0);
+		int died_first = collect(pid, afd, wl_now_us() + delay, &al, 0);
 		int st = wait_child(pid);
 		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
 			char d[64];
@@ -1212,14 +1197,14 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 				uint64_t nb = tort_next_commit(c->seed, c->span,
 								 a1);
 				acklist_add(&al, nb);
-				if (write_all(rfd2, &nb, sizeof(nb)) < 0)
+				if (wl_write_all(rfd2, &nb, sizeof(nb)) < 0)
 					die_errno(1, "write relay", NULL);
 				r->relay_rounds++;
 			}
 			close(rfd2);
 			size_t before = al.n;
 			int must_finish = !died_first || !relay_delay;
-			int finished = collect(pid2, afd2, tort_now_us() +
+			int finished = collect(pid2, afd2, wl_now_us() +
 					       (must_finish ? 5000000 : relay_delay),
 					       &al, 0);
 			if (must_finish && !finished) {
@@ -1321,7 +1306,7 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 				/* carry on from what the mutant left: make the
 				 * file the acked state again */
 				int fd = open(file, O_WRONLY | O_TRUNC | O_CLOEXEC);
-				if (fd < 0 || write_all(fd, v.m.buf,
+				if (fd < 0 || wl_write_all(fd, v.m.buf,
 							(size_t)v.m.size) < 0)
 					die_errno(1, "rewrite", file);
 				close(fd);
@@ -1443,14 +1428,14 @@ static int selftest(const char *dir, uint64_t seed, long rounds)
 		char name[64];
 		snprintf(name, sizeof(name), "torture-%s.dat", kinds[i]);
 		clean_files(dir, name);
-		uint64_t t0 = tort_now_us();
+		uint64_t t0 = wl_now_us();
 		if (kill_loop(&c, &r))
 			return 1;
 		int ok = i == 0 ? r.torn + r.lost == 0
 			: i == 1 ? r.torn > 0 : r.lost > 0;
 		printf("selftest %s writer: rounds=%ld commits=%ld torn=%ld "
 		       "lost=%ld (%.1fs): %s\n", kinds[i], r.rounds, r.commits,
-		       r.torn, r.lost, (tort_now_us() - t0) / 1e6,
+		       r.torn, r.lost, (wl_now_us() - t0) / 1e6,
 		       ok ? (i ? "violations detected, as they must be"
 			       : "no false alarm")
 			  : "WRONG: the verifier is broken");
@@ -1468,7 +1453,7 @@ static uint64_t default_seed(void)
 		return parse_u64(s, "TORTURE_SEED");
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return tort_mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+	return wl_mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
 			(uint64_t)getpid()) % 1000000000ULL;
 }
 
@@ -1583,7 +1568,7 @@ static int cmd_kill(int argc, char **argv, int i)
 
 	printf("torture kill: seed %" PRIu64 ", %ld kills over span %s, in %s\n",
 	       c.seed, c.rounds, spanlist, c.dir);
-	uint64_t t0 = tort_now_us();
+	uint64_t t0 = wl_now_us();
 	struct kres r, tot;
 	long total = c.rounds;
 	memset(&tot, 0, sizeof(tot));
@@ -1596,7 +1581,7 @@ static int cmd_kill(int argc, char **argv, int i)
 			continue;
 		span_str(sb, sizeof(sb), c.span);
 		clean_files(c.dir, "torture-kill.dat");
-		uint64_t t1 = tort_now_us();
+		uint64_t t1 = wl_now_us();
 		int rc = kill_loop(&c, &r);
 		kres_add(&tot, &r);
 		if (rc) {
@@ -1606,11 +1591,11 @@ static int cmd_kill(int argc, char **argv, int i)
 		}
 		printf("  span %s: kills=%ld commits=%ld torn=%ld lost=%ld "
 		       "(%.1fs, final txn %" PRIu64 ")\n", sb, r.rounds,
-		       r.commits, r.torn, r.lost, (tort_now_us() - t1) / 1e6,
+		       r.commits, r.torn, r.lost, (wl_now_us() - t1) / 1e6,
 		       r.final_k);
 	}
 	r = tot;
-	double secs = (tort_now_us() - t0) / 1e6;
+	double secs = (wl_now_us() - t0) / 1e6;
 	printf("kills=%ld commits=%ld torn=%ld lost=%ld\n", r.rounds, r.commits,
 	       r.torn, r.lost);
 	printf("  (%.1fs; state = acked %ld, in-flight commit survived %ld; "
@@ -1661,7 +1646,7 @@ static const char pair_magic[8] = "OAPAIR1";
 
 static uint64_t pair_rand(uint64_t seed, int w, uint64_t t, uint64_t u)
 {
-	return tort_mix(seed ^ tort_mix(((uint64_t)w << 56) ^ (t << 8) ^ u ^
+	return wl_mix(seed ^ wl_mix(((uint64_t)w << 56) ^ (t << 8) ^ u ^
 					0x7061697200000000ULL));
 }
 
@@ -1707,7 +1692,7 @@ static void pair_unit(uint8_t *buf, uint64_t seed, int w, uint64_t t,
 	}
 	memcpy(buf, pair_magic, 8);
 	memcpy(buf + 8, h, sizeof(h));
-	tort_fill(buf + PAIR_HDR, PAIR_UNIT - PAIR_HDR, pair_rand(seed, w, t, u) ^ 1);
+	wl_fill(buf + PAIR_HDR, PAIR_UNIT - PAIR_HDR, pair_rand(seed, w, t, u) ^ 1);
 }
 
 /* The transaction unit U of W in BUF is from, or -1 if it is no unit of W's
@@ -1880,7 +1865,7 @@ static int run_pair_reader(const char *file, uint64_t seed, int fd)
 			}
 			last[w] = t;
 		}
-		if (reads % 16 == 0 && write_all(fd, &reads, sizeof(reads)) < 0)
+		if (reads % 16 == 0 && wl_write_all(fd, &reads, sizeof(reads)) < 0)
 			exit(0);   /* the parent is gone */
 	}
 }
@@ -1970,7 +1955,7 @@ static int pair_loop(const struct pcfg *c, struct pres *r)
 {
 	static uint8_t img[PAIR_SIZE], img2[PAIR_SIZE];
 	char file[PATH_MAX], why[256], s_seed[32];
-	uint64_t cur[2] = { 0, 0 }, last_ack_us = tort_now_us();
+	uint64_t cur[2] = { 0, 0 }, last_ack_us = wl_now_us();
 
 	memset(r, 0, sizeof(*r));
 	snprintf(file, sizeof(file), "%s/torture-pair%s%s.dat", c->dir,
@@ -1983,10 +1968,10 @@ static int pair_loop(const struct pcfg *c, struct pres *r)
 	close(cfd);
 
 	for (long round = 0; round < c->rounds; round++) {
-		struct tort_rng rr = tort_rng_make(c->seed ^ 0x70616972ULL,
+		struct wl_rng rr = tort_rng_make(c->seed ^ 0x70616972ULL,
 						   (uint64_t)round);
 		/* who dies: 0 neither, 1 A, 2 B, 3 both */
-		int mode = (int)tort_below(&rr, 8);
+		int mode = (int)wl_below(&rr, 8);
 		mode = mode == 0 ? 0 : mode <= 2 ? 1 : mode <= 4 ? 2 : 3;
 		if (c->broken)
 			mode = 1;       /* the broken A dies, B goes on */
@@ -2004,20 +1989,20 @@ static int pair_loop(const struct pcfg *c, struct pres *r)
 			char *argv[24];
 			int n = 0;
 			killed[w] = mode & (1 << w);
-			uint64_t delay = tort_below(&rr, 4) == 0 ? tort_below(&rr, 1000)
-				       : tort_below(&rr, 30001);
-			if (killed[w] && (c->broken || tort_below(&rr, 4) == 0)) {
-				kp[w] = c->broken ? 0 : 1 + (int)tort_below(&rr, 6);
+			uint64_t delay = wl_below(&rr, 4) == 0 ? wl_below(&rr, 1000)
+				       : wl_below(&rr, 30001);
+			if (killed[w] && (c->broken || wl_below(&rr, 4) == 0)) {
+				kp[w] = c->broken ? 0 : 1 + (int)wl_below(&rr, 6);
 				delay = 300000;   /* until it dies, or 0.3 s */
 			}
-			deadline[w] = killed[w] ? tort_now_us() + delay : UINT64_MAX;
+			deadline[w] = killed[w] ? wl_now_us() + delay : UINT64_MAX;
 			snprintf(s_w[w], sizeof(s_w[w]), "%d", w);
 			snprintf(s_start[w], sizeof(s_start[w]), "%" PRIu64, cur[w]);
 			snprintf(s_max[w], sizeof(s_max[w]), "%" PRIu64,
-				 1 + tort_below(&rr, 16));
+				 1 + wl_below(&rr, 16));
 			snprintf(s_kp[w], sizeof(s_kp[w]), "%d", kp[w]);
 			snprintf(s_ka[w], sizeof(s_ka[w]), "%" PRIu64,
-				 tort_below(&rr, 3));
+				 wl_below(&rr, 3));
 			argv[n++] = self_exe;
 			argv[n++] = (char *)"pair-writer";
 			argv[n++] = file;
@@ -2058,9 +2043,9 @@ static int pair_loop(const struct pcfg *c, struct pres *r)
 		open_fd[1] = afd[1];
 		open_fd[2] = rfd;
 		uint64_t round_reads = 0;
-		last_ack_us = tort_now_us();
+		last_ack_us = wl_now_us();
 		while (open_fd[0] >= 0 || open_fd[1] >= 0) {
-			uint64_t now = tort_now_us(), next = last_ack_us +
+			uint64_t now = wl_now_us(), next = last_ack_us +
 							     PAIR_WATCHDOG;
 			for (int w = 0; w < 2; w++) {
 				if (!sent[w] && open_fd[w] >= 0 && now >= deadline[w]) {
@@ -2128,7 +2113,7 @@ static int pair_loop(const struct pcfg *c, struct pres *r)
 					}
 					acked[i] = k;
 					r->commits++;
-					last_ack_us = tort_now_us();
+					last_ack_us = wl_now_us();
 				}
 			}
 		}
@@ -2249,14 +2234,14 @@ static int pair_selftest(const char *dir, uint64_t seed, long rounds)
 	for (int i = 0; i < 2; i++) {
 		struct pcfg c = { dir, seed + 10 + (uint64_t)i, rounds, kinds[i], 0 };
 		struct pres r;
-		uint64_t t0 = tort_now_us();
+		uint64_t t0 = wl_now_us();
 		if (pair_loop(&c, &r))
 			return 1;
 		int ok = i == 0 ? r.torn > 0 && r.live_torn > 0 : r.lost > 0;
 		printf("pair selftest, writer A %s: rounds=%ld commits=%ld torn=%ld "
 		       "(live %ld) lost=%ld (%.1fs): %s\n", kinds[i], r.rounds,
 		       r.commits, r.torn, r.live_torn, r.lost,
-		       (tort_now_us() - t0) / 1e6,
+		       (wl_now_us() - t0) / 1e6,
 		       ok ? "violations detected, as they must be"
 			  : "WRONG: the checker is broken");
 		if (!ok)
@@ -2353,7 +2338,7 @@ static int cmd_pair(int argc, char **argv, int i)
 	}
 	printf("torture pair: seed %" PRIu64 ", %ld rounds, in %s\n", c.seed,
 	       c.rounds, c.dir);
-	uint64_t t0 = tort_now_us();
+	uint64_t t0 = wl_now_us();
 	struct pres r;
 	if (pair_loop(&c, &r)) {
 		printf("torture pair: FAILED after %ld rounds, seed %" PRIu64 "\n",
@@ -2364,7 +2349,7 @@ static int cmd_pair(int argc, char **argv, int i)
 	       r.rounds, r.killed[0] + r.killed[1], r.commits, r.torn, r.lost);
 	printf("  (%.1fs; killed A %ld, B %ld, at a kill point %ld; spared "
 	       "writers that finished %ld; in-flight commits survived %ld; live "
-	       "reads %ld)\n", (tort_now_us() - t0) / 1e6, r.killed[0],
+	       "reads %ld)\n", (wl_now_us() - t0) / 1e6, r.killed[0],
 	       r.killed[1], r.kp_rounds, r.spared, r.in_flight, r.reads);
 	return 0;
 }
@@ -2395,8 +2380,8 @@ static int model_save(const char *path, const struct tort_model *m,
 	/* no fsync: the model lives outside the file system that is cut (and
 	 * it is 64 MiB with the largest span) */
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write_all(fd, &h, sizeof(h)) < 0 ||
-	    write_all(fd, m->buf, (size_t)m->size) < 0) {
+	if (fd < 0 || wl_write_all(fd, &h, sizeof(h)) < 0 ||
+	    wl_write_all(fd, m->buf, (size_t)m->size) < 0) {
 		fprintf(stderr, "torture: write %s: %s\n", tmp, strerror(errno));
 		return -1;
 	}
@@ -2535,7 +2520,7 @@ static int cmd_state(const char *file, uint64_t seed, uint64_t k,
 		die_errno(1, "malloc", NULL);
 	tort_model_advance(&m, seed, 1, k);
 	int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write_all(fd, m.buf, (size_t)m.size) < 0 || fsync(fd) < 0)
+	if (fd < 0 || wl_write_all(fd, m.buf, (size_t)m.size) < 0 || fsync(fd) < 0)
 		die_errno(1, "write", file);
 	close(fd);
 	printf("%s: state after txn %" PRIu64 " of seed %" PRIu64 ", %" PRIu64
@@ -2653,7 +2638,7 @@ static int cmd_shared_cut(const char *file, const char *expect, const char *mnt)
 		die_errno(1, "no journal beside", file);
 	}
 	fd = open(expect, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write_all(fd, a, SHARED_SZ) < 0 || fsync(fd) < 0)
+	if (fd < 0 || wl_write_all(fd, a, SHARED_SZ) < 0 || fsync(fd) < 0)
 		die_errno(1, "write", expect);
 	close(fd);
 	int r = cmd_shutdown(mnt);

@@ -4,7 +4,7 @@
  *
  * Transaction K of seed S is a pure function of (S, K): tort_plan() gives its
  * operations (writes and truncates), whether it is aborted, and so on, and
- * tort_fill() the bytes of each write.  Nothing depends on the file's state,
+ * wl_fill() the bytes of each write.  Nothing depends on the file's state,
  * so a writer can start at any K and the verifier can replay any range.
  *
  * The offsets a sequence touches lie within its span (a run-time parameter,
@@ -18,7 +18,8 @@
  * extending the size (by a write past the end or a growing truncate) is just
  * moving `size`.
  *
- * Everything here is static inline so that each test stays self-contained.
+ * The generator and the data stream are workload.h's, which `oatomic demo`
+ * draws from too.  Everything here is static inline.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -32,8 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "workload.h"
 
 #define TORT_KIB        1024ULL
 #define TORT_MIB        (1024ULL * 1024ULL)
@@ -71,42 +73,21 @@ struct tort_plan {
 	struct tort_op ops[TORT_MAXOPS];
 };
 
-static inline uint64_t tort_mix(uint64_t z)
+/* The generator for transaction B of seed A (workload.h's, seeded the
+ * torture's way). */
+static inline struct wl_rng tort_rng_make(uint64_t a, uint64_t b)
 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-struct tort_rng {
-	uint64_t s;
-};
-
-static inline struct tort_rng tort_rng_make(uint64_t a, uint64_t b)
-{
-	struct tort_rng r = { tort_mix(a ^ tort_mix(b + 0x632be59bd9b4e019ULL)) };
+	struct wl_rng r = { wl_mix(a ^ wl_mix(b + 0x632be59bd9b4e019ULL)) };
 	return r;
 }
 
-static inline uint64_t tort_next(struct tort_rng *r)
-{
-	r->s += 0x9e3779b97f4a7c15ULL;
-	return tort_mix(r->s);
-}
-
-/* Uniform in [0, n); n > 0.  (The modulo bias is irrelevant here.) */
-static inline uint64_t tort_below(struct tort_rng *r, uint64_t n)
-{
-	return tort_next(r) % n;
-}
-
 /* 1 .. TORT_MAXLEN, roughly log-uniform: as many tiny writes as huge ones. */
-static inline uint64_t tort_len(struct tort_rng *r)
+static inline uint64_t tort_len(struct wl_rng *r)
 {
-	if (tort_below(r, 16) == 0)
+	if (wl_below(r, 16) == 0)
 		return TORT_MAXLEN;
-	unsigned b = (unsigned)tort_below(r, 18);
-	return (1ULL << b) | tort_below(r, 1ULL << b);
+	unsigned b = (unsigned)wl_below(r, 18);
+	return (1ULL << b) | wl_below(r, 1ULL << b);
 }
 
 /* Transaction K of seed SEED over span SPAN (a multiple of 64 KiB).  The
@@ -115,17 +96,17 @@ static inline uint64_t tort_len(struct tort_rng *r)
 static inline void tort_plan(uint64_t seed, uint64_t span, uint64_t k,
 			     struct tort_plan *p)
 {
-	struct tort_rng r = tort_rng_make(seed, k);
+	struct wl_rng r = tort_rng_make(seed, k);
 
 	memset(p, 0, sizeof(*p));
 	p->k = k;
-	p->big = tort_below(&r, 12) == 0;
-	p->aborted = tort_below(&r, 10) == 0;
-	p->reopen = tort_below(&r, 20) == 0;
-	p->check = tort_below(&r, 4) == 0;
-	p->nops = p->big ? 8 + (int)tort_below(&r, TORT_MAXOPS - 8 + 1)
-			 : 1 + (int)tort_below(&r, 8);
-	if (!p->big && tort_below(&r, 6) == 0) {
+	p->big = wl_below(&r, 12) == 0;
+	p->aborted = wl_below(&r, 10) == 0;
+	p->reopen = wl_below(&r, 20) == 0;
+	p->check = wl_below(&r, 4) == 0;
+	p->nops = p->big ? 8 + (int)wl_below(&r, TORT_MAXOPS - 8 + 1)
+			 : 1 + (int)wl_below(&r, 8);
+	if (!p->big && wl_below(&r, 6) == 0) {
 		/* One aligned power-of-two write, 4 KiB to 256 KiB: what the
 		 * kernel method sends down as a single RWF_ATOMIC write. */
 		struct tort_op *o = &p->ops[0];
@@ -134,64 +115,46 @@ static inline void tort_plan(uint64_t seed, uint64_t span, uint64_t k,
 			shifts++;
 		p->nops = 1;
 		o->kind = TORT_WRITE;
-		o->len = 4096ULL << tort_below(&r, shifts);
-		o->off = tort_below(&r, span / o->len) * o->len;
-		o->vec = tort_below(&r, 4) == 0;
-		o->dseed = tort_next(&r);
+		o->len = 4096ULL << wl_below(&r, shifts);
+		o->off = wl_below(&r, span / o->len) * o->len;
+		o->vec = wl_below(&r, 4) == 0;
+		o->dseed = wl_next(&r);
 		return;
 	}
 	for (int i = 0; i < p->nops; i++) {
 		struct tort_op *o = &p->ops[i];
 
-		if (!p->big && tort_below(&r, 6) == 0) {
+		if (!p->big && wl_below(&r, 6) == 0) {
 			o->kind = TORT_TRUNC;
-			switch (tort_below(&r, 8)) {
+			switch (wl_below(&r, 8)) {
 			case 0:
 				o->len = 0;
 				break;
 			case 1:
-				o->len = tort_below(&r, 4096);
+				o->len = wl_below(&r, 4096);
 				break;
 			case 2:
-				o->len = tort_below(&r, span / 4096) * 4096;
+				o->len = wl_below(&r, span / 4096) * 4096;
 				break;
 			case 3: /* grow past where writes reach */
-				o->len = span + tort_below(&r, TORT_MAXLEN);
+				o->len = span + wl_below(&r, TORT_MAXLEN);
 				break;
 			default:
-				o->len = tort_below(&r, span + 1);
+				o->len = wl_below(&r, span + 1);
 				break;
 			}
 			continue;
 		}
 		o->kind = TORT_WRITE;
-		o->len = p->big ? 128 * TORT_KIB + tort_below(&r, 384 * TORT_KIB)
+		o->len = p->big ? 128 * TORT_KIB + wl_below(&r, 384 * TORT_KIB)
 				: tort_len(&r);
-		o->off = tort_below(&r, span);
-		if (tort_below(&r, 4) == 0)
+		o->off = wl_below(&r, span);
+		if (wl_below(&r, 4) == 0)
 			o->off &= ~4095ULL;
-		if (tort_below(&r, 4) == 0 && o->len >= 4096)
+		if (wl_below(&r, 4) == 0 && o->len >= 4096)
 			o->len &= ~4095ULL;
-		o->vec = tort_below(&r, 4) == 0;
-		o->dseed = tort_next(&r);
-	}
-}
-
-/* The bytes of a write: LEN bytes from DSEED. */
-static inline void tort_fill(uint8_t *buf, uint64_t len, uint64_t dseed)
-{
-	uint64_t s = dseed, v;
-	uint64_t i = 0;
-
-	for (; i + 8 <= len; i += 8) {
-		s += 0x9e3779b97f4a7c15ULL;
-		v = tort_mix(s);
-		memcpy(buf + i, &v, 8);
-	}
-	if (i < len) {
-		s += 0x9e3779b97f4a7c15ULL;
-		v = tort_mix(s);
-		memcpy(buf + i, &v, (size_t)(len - i));
+		o->vec = wl_below(&r, 4) == 0;
+		o->dseed = wl_next(&r);
 	}
 }
 
@@ -237,7 +200,7 @@ static inline void tort_model_apply(struct tort_model *m,
 		const struct tort_op *o = &p->ops[i];
 
 		if (o->kind == TORT_WRITE) {
-			tort_fill(m->buf + o->off, o->len, o->dseed);
+			wl_fill(m->buf + o->off, o->len, o->dseed);
 			if (o->off + o->len > m->size)
 				m->size = o->off + o->len;
 		} else {
@@ -336,14 +299,6 @@ static inline int64_t tort_read_file(const char *path, uint8_t *buf,
 	close(fd);
 	*size = got;
 	return (int64_t)got;
-}
-
-static inline uint64_t tort_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
 }
 
 #endif
