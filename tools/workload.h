@@ -1,7 +1,7 @@
 /*
  * workload.h - the deterministic generator of the crash workloads, shared
  * by `oatomic demo` (tools/cmd_demo.c) and the crash tortures
- * (tests/torture_*.c, through tests/torture_common.h).
+ * (tests/torture_*.c, through tests/util/torture.h).
  *
  * A workload whose every transaction is a pure function of (seed, number)
  * can be checked after a crash by replaying it: the writer and the verifier

@@ -1,6 +1,8 @@
 /*
- * torture_common.h - the deterministic transaction generator and the
- * in-memory reference model shared by the torture tests.
+ * torture.h - what the crash tortures share (tests/torture_kill.c,
+ * tests/torture_pair.c, tests/torture_cut.c): the deterministic
+ * transaction generator, the in-memory reference model, and the harness of
+ * torture.c (writers, acknowledgements, the verifier, spawning).
  *
  * Transaction K of seed S is a pure function of (S, K): tort_plan() gives its
  * operations (writes and truncates), whether it is aborted, and so on, and
@@ -19,12 +21,14 @@
  * moving `size`.
  *
  * The generator and the data stream are workload.h's, which `oatomic demo`
- * draws from too.  Everything here is static inline.
+ * draws from too.  The generator and the model are static inline (the
+ * plans and the model are drawn and applied in the tortures' hot loops);
+ * the harness is in torture.c.
  *
  * SPDX-License-Identifier: MIT
  */
-#ifndef TORTURE_COMMON_H
-#define TORTURE_COMMON_H
+#ifndef OA_TORTURE_H
+#define OA_TORTURE_H
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,8 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
+#include "oatomic.h"
 #include "workload.h"
 
 #define TORT_KIB        1024ULL
@@ -300,5 +306,106 @@ static inline int64_t tort_read_file(const char *path, uint8_t *buf,
 	*size = got;
 	return (int64_t)got;
 }
+
+/* ---- the harness (torture.c) ------------------------------------------- */
+
+/* Writers and verifiers exit with: 0 pass, 1 violation or failure, 77 skip;
+ * writers: 2 a library call failed, 3 the library read back something else
+ * than was written, 4 (power cuts) the file system was shut down. */
+
+/* This program's path (for tort_spawn); tort_init sets it, and ignores
+ * SIGPIPE (a writer whose reader died fails its ack instead). */
+extern char tort_self_exe[];
+void tort_init(void);
+
+/* Print "torture: WHAT FILE: strerror(errno)" and exit(CODE). */
+void tort_die(int code, const char *what, const char *file)
+	__attribute__((noreturn));
+/* A number (decimal, or hex after 0x), or exit(1) naming WHAT. */
+uint64_t tort_parse_u64(const char *s, const char *what);
+/* A span: bytes, or with a K, M or G suffix; exit(1) if not one. */
+uint64_t tort_parse_span(const char *s);
+
+/* What a writer is told on its command line (tort_parse_wopts). */
+struct tort_wopts {
+	const char *file;
+	uint64_t seed;
+	uint64_t start;
+	int ack_fd;             /* -1: none */
+	const char *ack_file;
+	const char *big_flag;
+	int killpoint;
+	uint64_t kill_after;
+	uint64_t max_txns;      /* 0: forever */
+	int relay_fd;           /* -1: none */
+	uint64_t span;          /* of the sequence (tort_plan) */
+	const char *broken;     /* the pair's writer: --broken */
+};
+
+#define TORT_WOPTS_INIT { NULL, 0, 0, -1, NULL, NULL, 0, 0, 0, -1, TORT_SPAN, \
+			  NULL }
+/* Writer options after the positional arguments: ARGV[I..]. */
+void tort_parse_wopts(struct tort_wopts *o, int argc, char **argv, int i);
+
+/* Where a writer's acknowledgements go: 8-byte numbers to --ack-fd, lines
+ * to --ack-file (fdatasync'd, after checking that the file system is not
+ * shut down), else lines on standard output. */
+struct tort_acker {
+	int fd;
+	int binary;
+	int sync;
+	const char *file;
+};
+void tort_ack_open(struct tort_acker *a, const struct tort_wopts *o);
+void tort_ack_send(struct tort_acker *a, uint64_t k);
+
+/* oa_open(FILE, O_RDWR | O_CREAT), or exit(2). */
+oa_file *tort_w_open(const char *file);
+/* The library's writer of the sequence (`writer`, `cut`). */
+int tort_run_writer(const struct tort_wopts *o);
+/* The writers that are not the library: KIND good, torn or lost. */
+int tort_run_mutant(const char *kind, const struct tort_wopts *o);
+
+/* The verifier: what a file holds after a crash, against the model. */
+enum { TORT_V_A, TORT_V_B, TORT_V_LOST, TORT_V_TORN };
+extern const char *const tort_vname[];
+
+struct tort_verifier {
+	uint64_t seed;
+	uint64_t span;
+	struct tort_model m;    /* the state the file is at: k0, then A */
+	struct tort_model p;    /* the state before A */
+	struct tort_model b;    /* the state after the next commit */
+	uint8_t *act;           /* the file as read */
+	uint64_t act_size;
+	uint8_t *act2;          /* again, after the second recovery */
+	uint64_t act2_size;
+	uint64_t k0, a, nb;
+	int have_p;
+	int missing;
+	int oversize;
+};
+
+void tort_verifier_init(struct tort_verifier *v, uint64_t seed, uint64_t span);
+void tort_verifier_free(struct tort_verifier *v);
+int tort_check_acks(const struct tort_verifier *v, const uint64_t *acks,
+		    size_t n);
+int tort_read_actual(struct tort_verifier *v, const char *file, int second);
+int tort_classify(struct tort_verifier *v, uint64_t a);
+void tort_settle(struct tort_verifier *v, int cls);
+void tort_describe(FILE *out, const struct tort_verifier *v);
+
+/* fork and exec ARGV ("@ACK", "@RELAY": the child's ends of new pipes). */
+pid_t tort_spawn(char *const *argv, int *ackfd, int *relayfd);
+/* waitpid through EINTR: the status. */
+int tort_wait_child(pid_t pid);
+/* $OA_TEST_DIR, else a new directory under /tmp (in BUF). */
+const char *tort_test_dir(char *buf, size_t n);
+/* Remove a torture file and what the library left beside it. */
+void tort_clean_files(const char *dir, const char *name);
+/* $TORTURE_SEED, else random. */
+uint64_t tort_default_seed(void);
+/* The numbers in ACKFILE (one a line): the count, -1 on error. */
+long tort_read_ackfile(const char *path, uint64_t **out);
 
 #endif
