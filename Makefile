@@ -105,7 +105,7 @@ $(BUILD)/obj/tutil/%.o: tests/util/%.c $(wildcard tests/util/*.h) tools/workload
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/util -Itools $(CFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%: tests/%.c $(TUTIL_OBJ) $(TWL_OBJ) $(BUILD)/liboatomic.a $(wildcard tests/*.h) $(wildcard tests/util/*.h) tools/workload.h $(wildcard src/*.h) include/oatomic.h
+$(BUILD)/tests/%: tests/%.c $(TUTIL_OBJ) $(TWL_OBJ) $(BUILD)/liboatomic.a $(wildcard tests/util/*.h) tools/workload.h $(wildcard src/*.h) include/oatomic.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/util -Itools $(CFLAGS) $(LDFLAGS) -o $@ $< \
 	  $(TUTIL_OBJ) $(TWL_OBJ) $(BUILD)/liboatomic.a $(LIBS) -lm

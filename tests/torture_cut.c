@@ -14,6 +14,9 @@
  *       than FILE); the writer options are those of `torture_kill writer`.
  *   torture_cut mutant good|torn|lost FILE SEED [writer options]
  *       A writer that is not the library (POWERCUT_WRITER).
+ *   torture_cut writer FILE SEED [writer options]
+ *       As torture_kill writer (both programs have the writer modes of
+ *       tort_writer_main).
  *   torture_cut recover FILE...                 oa_recover each
  *   torture_cut shutdown MOUNTPOINT             FS_IOC_SHUTDOWN, NOLOGFLUSH
  *   torture_cut shared-cut FILE EXPECT MOUNTPOINT
@@ -339,6 +342,7 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: torture_cut cut FILE SEED ACKFILE [writer options]\n"
 		"       torture_cut mutant good|torn|lost FILE SEED [writer options]\n"
+		"       torture_cut writer FILE SEED [writer options]\n"
 		"       torture_cut recover FILE...\n"
 		"       torture_cut shutdown MOUNTPOINT\n"
 		"       torture_cut shared-cut FILE EXPECT MOUNTPOINT\n"
@@ -353,22 +357,12 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return usage();
 	const char *m = argv[1];
-	struct tort_wopts o = TORT_WOPTS_INIT;
+	int rc;
 
 	tort_init();
-	if (!strcmp(m, "cut") && argc >= 5) {
-		o.file = argv[2];
-		o.seed = tort_parse_u64(argv[3], "seed");
-		o.ack_file = argv[4];
-		tort_parse_wopts(&o, argc, argv, 5);
-		return tort_run_writer(&o);
-	}
-	if (!strcmp(m, "mutant") && argc >= 5) {
-		o.file = argv[3];
-		o.seed = tort_parse_u64(argv[4], "seed");
-		tort_parse_wopts(&o, argc, argv, 5);
-		return tort_run_mutant(argv[2], &o);
-	}
+	rc = tort_writer_main(argc, argv);
+	if (rc >= 0)
+		return rc;
 	if (!strcmp(m, "recover") && argc >= 3)
 		return cmd_recover(argc, argv, 2);
 	if (!strcmp(m, "shutdown") && argc == 3)

@@ -47,6 +47,9 @@
  *       before the commit that follows J successful ones.
  *   torture_kill mutant good|torn|lost FILE SEED [writer options]
  *       A writer that is not the library (tort_run_mutant in util/torture.c).
+ *   torture_kill cut FILE SEED ACKFILE [writer options]
+ *       writer --ack-file ACKFILE (the power cuts run it as torture_cut cut;
+ *       both programs have the writer modes of tort_writer_main).
  *
  * Exit status: 0 pass, 1 violation / failure; writers: 2 a library call
  * failed, 3 the library read back something else than was written.
@@ -858,14 +861,15 @@ static int usage(void)
 		"       torture_kill writer FILE SEED [--start K] [--ack-fd FD | --ack-file P]\n"
 		"                    [--big-flag P] [--killpoint P [--kill-after J]] [--max-txns N]\n"
 		"                    [--span S]\n"
-		"       torture_kill mutant good|torn|lost FILE SEED [writer options]\n");
+		"       torture_kill mutant good|torn|lost FILE SEED [writer options]\n"
+		"       torture_kill cut FILE SEED ACKFILE [writer options]\n");
 	return 1;
 }
 
 int main(int argc, char **argv)
 {
 	const char *m = argc >= 2 ? argv[1] : "";
-	struct tort_wopts o = TORT_WOPTS_INIT;
+	int rc;
 
 	tort_init();
 	if (!strcmp(m, "selftest")) {
@@ -877,20 +881,11 @@ int main(int argc, char **argv)
 		return selftest(tort_test_dir(tbuf, sizeof(tbuf)),
 				tort_default_seed(), rounds);
 	}
-	if (!strcmp(m, "writer") && argc >= 4) {
-		o.file = argv[2];
-		o.seed = tort_parse_u64(argv[3], "seed");
-		tort_parse_wopts(&o, argc, argv, 4);
-		return tort_run_writer(&o);
-	}
-	if (!strcmp(m, "mutant") && argc >= 5) {
-		o.file = argv[3];
-		o.seed = tort_parse_u64(argv[4], "seed");
-		tort_parse_wopts(&o, argc, argv, 5);
-		return tort_run_mutant(argv[2], &o);
-	}
+	rc = tort_writer_main(argc, argv);
+	if (rc >= 0)
+		return rc;
 	if (!strcmp(m, "selftest") || !strcmp(m, "writer") ||
-	    !strcmp(m, "mutant"))
+	    !strcmp(m, "cut") || !strcmp(m, "mutant"))
 		return usage();
 	/* the torture itself: no arguments (tests/run), or its options */
 	return cmd_kill(argc, argv, 1);

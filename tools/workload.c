@@ -26,12 +26,11 @@ void wl_fill(uint8_t *buf, uint64_t len, uint64_t dseed)
 	}
 }
 
-int wl_write_all(int fd, const void *buf, size_t n)
+/* write (AT < 0) or pwrite at AT, through short writes and EINTR */
+static int write_loop(int fd, const char *p, size_t n, off_t at)
 {
-	const char *p = buf;
-
 	while (n) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = at < 0 ? write(fd, p, n) : pwrite(fd, p, n, at);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -39,26 +38,24 @@ int wl_write_all(int fd, const void *buf, size_t n)
 			return -1;
 		p += w;
 		n -= (size_t)w;
+		if (at >= 0)
+			at += w;
 	}
 	return 0;
 }
 
+int wl_write_all(int fd, const void *buf, size_t n)
+{
+	return write_loop(fd, buf, n, -1);
+}
+
 int wl_pwrite_all(int fd, const void *buf, size_t n, off_t off)
 {
-	const char *p = buf;
-
-	while (n) {
-		ssize_t w = pwrite(fd, p, n, off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-		off += w;
+	if (off < 0) {
+		errno = EINVAL;
+		return -1;
 	}
-	return 0;
+	return write_loop(fd, buf, n, off);
 }
 
 ssize_t wl_pread_all(int fd, void *buf, size_t n, off_t off)

@@ -482,6 +482,33 @@ void tort_parse_wopts(struct tort_wopts *o, int argc, char **argv, int i)
 	}
 }
 
+int tort_writer_main(int argc, char **argv)
+{
+	const char *m = argc >= 2 ? argv[1] : "";
+	struct tort_wopts o = TORT_WOPTS_INIT;
+
+	if (!strcmp(m, "writer") && argc >= 4) {
+		o.file = argv[2];
+		o.seed = tort_parse_u64(argv[3], "seed");
+		tort_parse_wopts(&o, argc, argv, 4);
+		return tort_run_writer(&o);
+	}
+	if (!strcmp(m, "cut") && argc >= 5) {
+		o.file = argv[2];
+		o.seed = tort_parse_u64(argv[3], "seed");
+		o.ack_file = argv[4];
+		tort_parse_wopts(&o, argc, argv, 5);
+		return tort_run_writer(&o);
+	}
+	if (!strcmp(m, "mutant") && argc >= 5) {
+		o.file = argv[3];
+		o.seed = tort_parse_u64(argv[4], "seed");
+		tort_parse_wopts(&o, argc, argv, 5);
+		return tort_run_mutant(argv[2], &o);
+	}
+	return -1;
+}
+
 /* ---- the verifier ------------------------------------------------------- */
 
 const char *const tort_vname[] = { "ok", "ok (in-flight commit)", "LOST",

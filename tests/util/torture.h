@@ -365,6 +365,11 @@ oa_file *tort_w_open(const char *file);
 int tort_run_writer(const struct tort_wopts *o);
 /* The writers that are not the library: KIND good, torn or lost. */
 int tort_run_mutant(const char *kind, const struct tort_wopts *o);
+/* The writer modes of the programs that run the sequence (torture_kill,
+ * torture_cut), ARGV[1]: `writer FILE SEED [options]`, `cut FILE SEED
+ * ACKFILE [options]` (acks to a file) and `mutant KIND FILE SEED
+ * [options]`.  The writer's exit status, or -1 when ARGV is none of them. */
+int tort_writer_main(int argc, char **argv);
 
 /* The verifier: what a file holds after a crash, against the model. */
 enum { TORT_V_A, TORT_V_B, TORT_V_LOST, TORT_V_TORN };
