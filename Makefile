@@ -96,14 +96,18 @@ $(BUILD)/obj/tools/%.o: tools/%.c $(wildcard tools/*.h) $(wildcard src/*.h) incl
 $(BUILD)/oatomic: $(TOOL_OBJ) $(BUILD)/liboatomic.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/liboatomic.a $(LIBS) -lm
 
-$(BUILD)/obj/tutil/%.o: tests/util/%.c $(wildcard tests/util/*.h) $(wildcard src/*.h) include/oatomic.h
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests/util $(CFLAGS) -c $< -o $@
+# The crash workloads' generator (tools/workload.h), the tool's and the
+# tests': `oatomic demo` runs the tortures' workload generator.
+TWL_OBJ   := $(BUILD)/obj/tools/workload.o
 
-$(BUILD)/tests/%: tests/%.c $(TUTIL_OBJ) $(BUILD)/liboatomic.a $(wildcard tests/util/*.h) $(wildcard src/*.h) include/oatomic.h
+$(BUILD)/obj/tutil/%.o: tests/util/%.c $(wildcard tests/util/*.h) tools/workload.h $(wildcard src/*.h) include/oatomic.h
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests/util $(CFLAGS) $(LDFLAGS) -o $@ $< \
-	  $(TUTIL_OBJ) $(BUILD)/liboatomic.a $(LIBS) -lm
+	$(CC) $(CPPFLAGS) -Itests/util -Itools $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%: tests/%.c $(TUTIL_OBJ) $(TWL_OBJ) $(BUILD)/liboatomic.a $(wildcard tests/util/*.h) tools/workload.h $(wildcard src/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/util -Itools $(CFLAGS) $(LDFLAGS) -o $@ $< \
+	  $(TUTIL_OBJ) $(TWL_OBJ) $(BUILD)/liboatomic.a $(LIBS) -lm
 
 $(BUILD)/oatomic.pc: oatomic.pc.in Makefile
 	@mkdir -p $(@D)

@@ -20,7 +20,7 @@
 # FSMATRIX_FS (default "tmpfs xfs xfs:journal xfs:clone xfs:kernel xfs:exchange btrfs"),
 # FSMATRIX_KILLS (default 200, over the kill torture's spans, 64 KiB to a
 # sparse 64 MiB), FSMATRIX_PAIR_KILLS (rounds of the torture of two writers
-# on one file, `torture pair`: default 30).
+# on one file, torture_pair: default 30).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -86,7 +86,7 @@ for entry in $FSLIST; do
 		rm -rf "$d"
 	done
 	d=$(mktemp -d "$mnt/torture.XXXXXX")
-	if OA_TEST_DIR=$d TORTURE_KILLS=$KILLS timeout 600 "$build/tests/torture" kill \
+	if OA_TEST_DIR=$d TORTURE_KILLS=$KILLS timeout 600 "$build/tests/torture_kill" \
 	     --no-selftest >"$work/$fs-torture.log" 2>&1; then
 		echo "$fs: torture $(grep -o 'kills=.*' "$work/$fs-torture.log" | tail -1)"
 	else
@@ -94,7 +94,7 @@ for entry in $FSLIST; do
 	fi
 	rm -rf "$d"
 	d=$(mktemp -d "$mnt/pair.XXXXXX")
-	if OA_TEST_DIR=$d timeout 300 "$build/tests/torture" pair --kills $PKILLS \
+	if OA_TEST_DIR=$d timeout 300 "$build/tests/torture_pair" --kills $PKILLS \
 	     --no-selftest >"$work/$fs-pair.log" 2>&1; then
 		echo "$fs: torture $(grep -o 'pair rounds=.*' "$work/$fs-pair.log" | tail -1)"
 	else

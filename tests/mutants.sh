@@ -11,9 +11,9 @@
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
 #                    "sim_explore sim_faults unit_recover conf_recover
-#                    torture torture-pair powercut.sh": the power-loss
+#                    torture_kill torture_pair powercut.sh": the power-loss
 #                    simulator first, it is the cheapest and stops at its
-#                    first violation; torture-pair is the kill torture with
+#                    first violation; torture_pair is the kill torture with
 #                    two writers on one file and a live reader)
 #   MUTANT_SIM_STATES  crash states sim_explore may explore per mutant
 #                    (default 300000)
@@ -83,7 +83,7 @@ xfs_torture() {
 	loop=$(losetup -f --show "$img" 2>/dev/null) || return 77
 	mount_xfs "$loop" "$img" "$mnt" >/dev/null || { losetup -d "$loop"; return 77; }
 	OATOMIC_METHOD=$m OA_TEST_DIR=$mnt TORTURE_KILLS=$KILLS \
-		timeout 600 "$b/tests/torture" kill --no-selftest >"$d.log" 2>&1
+		timeout 600 "$b/tests/torture_kill" --no-selftest >"$d.log" 2>&1
 	rc=$?
 	umount "$mnt"; losetup -d "$loop"; rm -rf "$d"
 	return $rc
@@ -92,7 +92,7 @@ xfs_torture() {
 # The crash tests, cheapest first; the first failure catches the mutant.
 run_tests() {
 	local b=$1 m=$2 t d
-	for t in ${tests_of[$m]:-} ${MUTANT_TESTS:-sim_explore sim_faults unit_recover conf_recover torture torture-pair powercut.sh}; do
+	for t in ${tests_of[$m]:-} ${MUTANT_TESTS:-sim_explore sim_faults unit_recover conf_recover torture_kill torture_pair powercut.sh}; do
 		d=$(mktemp -d "$work/t.XXXXXX")
 		case $t in
 		xfs-torture) xfs_torture "$b" "${method_of[$m]:-}" ;;
@@ -102,10 +102,10 @@ run_tests() {
 			timeout 600 "$b/tests/$t" >"$d.log" 2>&1 ;;
 		*.sh) OA_TEST_DIR=$d BUILD=$b POWERCUT_CUTS=$CUTS \
 			timeout 600 "tests/$t" >"$d.log" 2>&1 ;;
-		torture) OA_TEST_DIR=$d TORTURE_KILLS=$KILLS \
-			timeout 600 "$b/tests/$t" kill --no-selftest >"$d.log" 2>&1 ;;
-		torture-pair) OA_TEST_DIR=$d \
-			timeout 600 "$b/tests/torture" pair --kills "$KILLS" \
+		torture_kill) OA_TEST_DIR=$d TORTURE_KILLS=$KILLS \
+			timeout 600 "$b/tests/$t" --no-selftest >"$d.log" 2>&1 ;;
+		torture_pair) OA_TEST_DIR=$d \
+			timeout 600 "$b/tests/$t" --kills "$KILLS" \
 			--no-selftest >"$d.log" 2>&1 ;;
 		*) OA_TEST_DIR=$d timeout 600 "$b/tests/$t" >"$d.log" 2>&1 ;;
 		esac
@@ -125,7 +125,8 @@ for m in $MUTANTS; do
 	b=$work/build-m$m
 	if ! make -s -j2 BUILD="$b" MUTANT="$m" "$b/tests/sim_explore" \
 	     "$b/tests/sim_faults" "$b/tests/unit_recover" \
-	     "$b/tests/conf_recover" "$b/tests/conf_damage" "$b/tests/torture" \
+	     "$b/tests/conf_recover" "$b/tests/conf_damage" "$b/tests/torture_kill" \
+	     "$b/tests/torture_pair" "$b/tests/torture_cut" \
 	     "$b/oatomic" \
 	     >"$work/make$m.log" 2>&1; then
 		echo "mutant $m: build failed"; cat "$work/make$m.log"; continue

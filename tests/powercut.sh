@@ -10,10 +10,10 @@
 # system is concerned), SIGKILL the writer, umount, mount again (log
 # replay), recover, and check that the file is exactly the state after the
 # last durable ack or the next transaction.  Recovery twice must not change
-# anything.  The cuts rotate over the sequence's spans (torture_common.h): a
+# anything.  The cuts rotate over the sequence's spans (util/torture.h): a
 # run of cuts on one file per span, 64 KiB to a sparse 64 MiB.
 #
-# Then PAIRCUTS cuts of two writers on one file (torture pair): both commit
+# Then PAIRCUTS cuts of two writers on one file (torture_pair): both commit
 # to their own units with their own handles, acks to two files; after the
 # cut each writer's units must be its last durable ack or its next commit.
 #
@@ -48,12 +48,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=${BUILD:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
-T=$build/tests/torture
+T=$build/tests/torture_cut
+TP=$build/tests/torture_pair
 tool=$build/oatomic
 . "$here/util/fs.sh"
 
 need_loop_mounts
-[ -x "$T" ] || { echo "powercut: $T not built"; exit 1; }
+for t in "$T" "$TP"; do
+	[ -x "$t" ] || { echo "powercut: $t not built"; exit 1; }
+done
 
 # The sanitizer pass (BUILD=*asan*) is there for memory errors, which a few
 # cuts per file system exercise as well as many: 30 there, 100 otherwise.
@@ -80,7 +83,7 @@ span_of() {
 	done
 	s=${SPANS##* }; echo "${s%%:*}"
 }
-# POWERCUT_WRITER=good|torn|lost: run a writer of torture.c's own instead of
+# POWERCUT_WRITER=good|torn|lost: run a writer of the tortures' own instead of
 # the library, to see the harness catch a broken one (torn, lost: expect
 # violations; good: none).
 MUTANT=${POWERCUT_WRITER:-}
@@ -322,9 +325,9 @@ run_fs() {
 	CUTNAME='pair cut'
 	for ((i = 1; i <= npair && viol == 0; i++)); do
 		rm -f "$pa" "$pb"
-		"$T" pair-cut "$pfile" $fseed 0 "$pa" --start $sa >>"$log" 2>&1 &
+		"$TP" cut "$pfile" $fseed 0 "$pa" --start $sa >>"$log" 2>&1 &
 		pid_a=$!
-		"$T" pair-cut "$pfile" $fseed 1 "$pb" --start $sb >>"$log" 2>&1 &
+		"$TP" cut "$pfile" $fseed 1 "$pb" --start $sb >>"$log" 2>&1 &
 		pid_b=$!
 		WPID="$pid_a $pid_b"
 		if ! wait_for "$pa" $pid_a 30 || ! wait_for "$pb" $pid_b 30; then
@@ -335,7 +338,7 @@ run_fs() {
 		sleep_ms $((RANDOM % 101))
 		cut_remount $pid_a $pid_b || return $?
 		recover_check "$pfile" || { viol=$((viol + 1)); break; }
-		if ! out=$("$T" pair-verify "$pfile" $fseed $sa $sb "$pa" "$pb" 2>&1); then
+		if ! out=$("$TP" verify "$pfile" $fseed $sa $sb "$pa" "$pb" 2>&1); then
 			echo "$fs: pair cut $i: $out"
 			keep_failure "$pa" "$pb"
 			viol=$((viol + 1)); break

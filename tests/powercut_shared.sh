@@ -3,7 +3,7 @@
 # shares with its journal after a clone (docs/FORMAT.md, I12).
 # timeout: 300
 #
-# `torture shared-cut` (tests/torture.c) commits 1 MiB (the clone method
+# `torture_cut shared-cut` (tests/torture_cut.c) commits 1 MiB (the clone method
 # clones it from the journal: the file and the journal share its blocks),
 # commits nearly all of it again in 32 KiB writes (journal records, applied
 # in place: the file's pages copy on write), has the file's pages written back (as the kernel's own writeback
@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=${BUILD:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
-T=$build/tests/torture
+T=$build/tests/torture_cut
 work=${OA_TEST_DIR:-$(mktemp -d)}
 ROUNDS=${POWERCUT_SHARED_ROUNDS:-3}
 . "$here/util/fs.sh"

@@ -40,7 +40,9 @@
  * tear more often; both writers pause alike).
  *
  * Everything but the kill times' effect is deterministic from --seed: the
- * transactions, their content and the sequence of delays.
+ * transactions, their content and the sequence of delays.  They are drawn
+ * from the generator of the crash tortures (workload.h), seeded the demo's
+ * own way.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -55,11 +57,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "oatomic.h"
 #include "tool.h"
+#include "workload.h"
 
 #define DEMO_BLOCK	4096u
 #define DEMO_NBLOCKS	256u
@@ -106,29 +108,12 @@ struct txn {
 	uint32_t blk[DEMO_MAXSET];
 };
 
-static uint64_t mix64(uint64_t x)
+/* The demo's seeding of the shared generator (workload.h): a stream for
+ * (seed, a, b), e.g. the blocks of transaction a. */
+static struct wl_rng rng_for(uint64_t seed, uint64_t a, uint64_t b)
 {
-	/* splitmix64's finaliser */
-	x ^= x >> 30;
-	x *= UINT64_C(0xbf58476d1ce4e5b9);
-	x ^= x >> 27;
-	x *= UINT64_C(0x94d049bb133111eb);
-	return x ^ (x >> 31);
-}
-
-struct rng {
-	uint64_t s;
-};
-
-static uint64_t rng_next(struct rng *r)
-{
-	r->s += UINT64_C(0x9e3779b97f4a7c15);
-	return mix64(r->s);
-}
-
-static struct rng rng_for(uint64_t seed, uint64_t a, uint64_t b)
-{
-	struct rng r = { mix64(seed) ^ mix64(a * UINT64_C(0x100000001b3) + b) };
+	struct wl_rng r = { wl_mix(seed) ^
+			    wl_mix(a * UINT64_C(0x100000001b3) + b) };
 
 	return r;
 }
@@ -136,18 +121,18 @@ static struct rng rng_for(uint64_t seed, uint64_t a, uint64_t b)
 /* The data blocks transaction T writes (none for T = 0). */
 static void txn_of(uint64_t seed, uint64_t t, struct txn *x)
 {
-	struct rng r = rng_for(seed, t, 0x7478);
+	struct wl_rng r = rng_for(seed, t, 0x7478);
 
 	memset(x, 0, sizeof(*x));
 	if (t == 0)
 		return;
-	x->n = 1 + (uint32_t)(rng_next(&r) % DEMO_MAXSET);
+	x->n = 1 + (uint32_t)(wl_next(&r) % DEMO_MAXSET);
 	for (uint32_t i = 0; i < x->n; i++) {
 		uint32_t b;
 		int dup;
 
 		do {
-			b = 1 + (uint32_t)(rng_next(&r) % (DEMO_NBLOCKS - 1));
+			b = 1 + (uint32_t)(wl_next(&r) % (DEMO_NBLOCKS - 1));
 			dup = 0;
 			for (uint32_t j = 0; j < i; j++)
 				dup |= x->blk[j] == b;
@@ -179,7 +164,7 @@ static uint64_t get64(const unsigned char *p)
 static void fill_block(uint64_t seed, uint64_t t, uint32_t b,
 		       unsigned char *buf)
 {
-	struct rng r = rng_for(seed, t, 0x626c6b00u + b);
+	struct wl_rng r = rng_for(seed, t, 0x626c6b00u + b);
 
 	memset(buf, 0, OFF_FILL);
 	put64(buf + OFF_MAGIC, DEMO_MAGIC);
@@ -193,8 +178,7 @@ static void fill_block(uint64_t seed, uint64_t t, uint32_t b,
 		for (uint32_t i = 0; i < x.n; i++)
 			put32(buf + OFF_LIST + 4 * i, x.blk[i]);
 	}
-	for (unsigned off = OFF_FILL; off < OFF_SUM; off += 8)
-		put64(buf + off, rng_next(&r));
+	wl_fill(buf + OFF_FILL, OFF_SUM - OFF_FILL, r.s);
 	put64(buf + OFF_SUM, fnv1a(buf, OFF_SUM));
 }
 
@@ -231,60 +215,6 @@ static void model_image(const struct demo *d, const struct model *m,
 {
 	for (uint32_t b = 0; b < DEMO_NBLOCKS; b++)
 		fill_block(d->seed, m->last[b], b, img + (size_t)b * DEMO_BLOCK);
-}
-
-static int write_full(int fd, const void *buf, size_t n, off_t off)
-{
-	const char *p = buf;
-
-	while (n) {
-		ssize_t w = pwrite(fd, p, n, off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-		off += w;
-	}
-	return 0;
-}
-
-/* Read up to N bytes at OFF; returns the number read or -1. */
-static ssize_t read_full(int fd, void *buf, size_t n, off_t off)
-{
-	char *p = buf;
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = pread(fd, p + got, n - got, off + (off_t)got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
-
-static void sleep_us(unsigned us)
-{
-	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Set by SIGINT, SIGTERM or SIGPIPE (output closed): finish the round,
@@ -344,13 +274,13 @@ void writer(const struct demo *d, const struct method *m, uint64_t k, int ackfd)
 				r = oa_pwrite(f, buf, DEMO_BLOCK, off) ==
 				    (ssize_t)DEMO_BLOCK ? 0 : -1;
 			else
-				r = write_full(fd, buf, DEMO_BLOCK, off);
+				r = wl_pwrite_all(fd, buf, DEMO_BLOCK, off);
 			if (r < 0) {
 				tool_error(m->path, "writer: write", errno);
 				_exit(1);
 			}
 			if (d->think_us && i < x.n)
-				sleep_us(d->think_us);
+				wl_sleep_us(d->think_us);
 		}
 		if ((m->lib ? oa_commit(f) : fdatasync(fd)) < 0) {
 			tool_error(m->path, m->lib ? "writer: commit"
@@ -387,7 +317,7 @@ static int repair(const struct demo *d, const struct method *m,
 
 		if (fd < 0)
 			return tool_error(m->path, "repair: open", errno);
-		if (write_full(fd, d->img, DEMO_SIZE, 0) < 0 || fsync(fd) < 0) {
+		if (wl_pwrite_all(fd, d->img, DEMO_SIZE, 0) < 0 || fsync(fd) < 0) {
 			int err = errno;
 
 			close(fd);
@@ -443,11 +373,11 @@ static int verify(const struct demo *d, struct method *m, struct model *cur,
 	if (fd < 0)
 		return tool_error(m->path, NULL, errno);
 	/* one byte more than the file should hold, to see it grow */
-	len = read_full(fd, d->file, DEMO_SIZE, 0);
+	len = wl_pread_all(fd, d->file, DEMO_SIZE, 0);
 	if (len == (ssize_t)DEMO_SIZE) {
 		char extra;
 
-		if (read_full(fd, &extra, 1, DEMO_SIZE) != 0)
+		if (wl_pread_all(fd, &extra, 1, DEMO_SIZE) != 0)
 			len++;
 	}
 	close(fd);
@@ -536,7 +466,7 @@ static int round_once(const struct demo *d, struct method *m,
 		r = read(fds[0], &ack, sizeof(ack));
 	while (r < 0 && errno == EINTR);
 	if (r == (ssize_t)sizeof(ack))
-		sleep_us(delay_us);
+		wl_sleep_us(delay_us);
 	kill(pid, SIGKILL);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
@@ -565,9 +495,9 @@ static int round_once(const struct demo *d, struct method *m,
 
 static int run_method(const struct demo *d, struct method *m)
 {
-	struct rng delays = rng_for(d->seed, 0x64656c6179, 0);
+	struct wl_rng delays = rng_for(d->seed, 0x64656c6179, 0);
 	struct model cur;
-	double t0 = now();
+	uint64_t t0 = wl_now_us();
 	int fd;
 
 	/* S(0), written plainly: the file starts as any file does. */
@@ -576,7 +506,7 @@ static int run_method(const struct demo *d, struct method *m)
 	fd = open(m->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return tool_error(m->path, NULL, errno);
-	if (write_full(fd, d->img, DEMO_SIZE, 0) < 0 || fsync(fd) < 0) {
+	if (wl_pwrite_all(fd, d->img, DEMO_SIZE, 0) < 0 || fsync(fd) < 0) {
 		int err = errno;
 
 		close(fd);
@@ -587,7 +517,7 @@ static int run_method(const struct demo *d, struct method *m)
 	if (d->verbose)
 		printf("%s:\n", m->name);
 	for (unsigned i = 1; i <= d->kills; i++) {
-		unsigned delay = (unsigned)(rng_next(&delays) %
+		unsigned delay = (unsigned)(wl_next(&delays) %
 					    (DEMO_MAX_DELAY_US + 1));
 
 		if (interrupted)
@@ -595,7 +525,7 @@ static int run_method(const struct demo *d, struct method *m)
 		if (round_once(d, m, &cur, delay, i))
 			return TOOL_EXIT_ERR;
 	}
-	m->secs = now() - t0;
+	m->secs = (double)(wl_now_us() - t0) / 1e6;
 	return 0;
 }
 

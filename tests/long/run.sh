@@ -38,13 +38,13 @@ step "fuzzing, ${LONG_FUZZ:-3600}s" env FUZZ_SECONDS="${LONG_FUZZ:-3600}" \
 spans=64K,1M,4M,64M,256M
 step "kill torture, ${LONG_KILLS:-10000} kills over $spans" \
 	env TORTURE_KILLS="${LONG_KILLS:-10000}" TORTURE_SPANS=$spans \
-	OA_TEST_DIR="$scratch" "$B/tests/torture" kill
+	OA_TEST_DIR="$scratch" "$B/tests/torture_kill"
 step "damage after kills, ${LONG_DAMAGE:-5000} trials per kind" \
 	env DAMAGE_TRIALS="${LONG_DAMAGE:-5000}" OA_TEST_DIR="$scratch" \
 	"$B/tests/conf_damage"
 step "two writers on one file, ${LONG_PAIR_KILLS:-5000} rounds" \
 	env TORTURE_PAIR_KILLS="${LONG_PAIR_KILLS:-5000}" OA_TEST_DIR="$scratch" \
-	"$B/tests/torture" pair
+	"$B/tests/torture_pair"
 step "power cuts, ${LONG_CUTS:-1000} per file system, ${LONG_PAIR_CUTS:-200} of two writers" \
 	env POWERCUT_CUTS="${LONG_CUTS:-1000}" POWERCUT_SPANS="64K 1M 4M 64M" \
 	POWERCUT_PAIR_CUTS="${LONG_PAIR_CUTS:-200}" \

@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "workload.h"   /* the I/O loops */
+
 /* ---- failing and skipping ---------------------------------------------- */
 
 void tu_fail(const char *file, int line, int err, const char *fmt, ...)
@@ -283,40 +285,20 @@ int tu_count_journals(const char *path)
 
 void tu_pwrite_full(int fd, const void *buf, size_t n, off_t off)
 {
-	const char *p = buf;
-
-	while (n) {
-		ssize_t r = pwrite(fd, p, n, off);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			tu_fail(__FILE__, __LINE__, errno, "pwrite fd %d", fd);
-		p += r;
-		n -= (size_t)r;
-		off += r;
-	}
+	if (wl_pwrite_all(fd, buf, n, off) < 0)
+		tu_fail(__FILE__, __LINE__, errno, "pwrite fd %d", fd);
 }
 
 void tu_pread_full(int fd, void *buf, size_t n, off_t off)
 {
-	char *p = buf;
+	ssize_t r = wl_pread_all(fd, buf, n, off);
 
-	while (n) {
-		ssize_t r = pread(fd, p, n, off);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			tu_fail(__FILE__, __LINE__, errno, "pread fd %d", fd);
-		if (r == 0)
-			tu_fail(__FILE__, __LINE__, 0,
-				"pread fd %d: unexpected end of file at %lld",
-				fd, (long long)off);
-		p += r;
-		n -= (size_t)r;
-		off += r;
-	}
+	if (r < 0)
+		tu_fail(__FILE__, __LINE__, errno, "pread fd %d", fd);
+	if ((size_t)r < n)
+		tu_fail(__FILE__, __LINE__, 0,
+			"pread fd %d: unexpected end of file at %lld",
+			fd, (long long)(off + r));
 }
 
 void tu_write_file(const char *path, const void *buf, size_t n, mode_t mode)

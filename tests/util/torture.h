@@ -1,10 +1,12 @@
 /*
- * torture_common.h - the deterministic transaction generator and the
- * in-memory reference model shared by the torture tests.
+ * torture.h - what the crash tortures share (tests/torture_kill.c,
+ * tests/torture_pair.c, tests/torture_cut.c): the deterministic
+ * transaction generator, the in-memory reference model, and the harness of
+ * torture.c (writers, acknowledgements, the verifier, spawning).
  *
  * Transaction K of seed S is a pure function of (S, K): tort_plan() gives its
  * operations (writes and truncates), whether it is aborted, and so on, and
- * tort_fill() the bytes of each write.  Nothing depends on the file's state,
+ * wl_fill() the bytes of each write.  Nothing depends on the file's state,
  * so a writer can start at any K and the verifier can replay any range.
  *
  * The offsets a sequence touches lie within its span (a run-time parameter,
@@ -18,12 +20,15 @@
  * extending the size (by a write past the end or a growing truncate) is just
  * moving `size`.
  *
- * Everything here is static inline so that each test stays self-contained.
+ * The generator and the data stream are workload.h's, which `oatomic demo`
+ * draws from too.  The generator and the model are static inline (the
+ * plans and the model are drawn and applied in the tortures' hot loops);
+ * the harness is in torture.c.
  *
  * SPDX-License-Identifier: MIT
  */
-#ifndef TORTURE_COMMON_H
-#define TORTURE_COMMON_H
+#ifndef OA_TORTURE_H
+#define OA_TORTURE_H
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +37,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
+#include <sys/types.h>
 #include <unistd.h>
+
+#include "oatomic.h"
+#include "workload.h"
 
 #define TORT_KIB        1024ULL
 #define TORT_MIB        (1024ULL * 1024ULL)
@@ -71,42 +79,21 @@ struct tort_plan {
 	struct tort_op ops[TORT_MAXOPS];
 };
 
-static inline uint64_t tort_mix(uint64_t z)
+/* The generator for transaction B of seed A (workload.h's, seeded the
+ * torture's way). */
+static inline struct wl_rng tort_rng_make(uint64_t a, uint64_t b)
 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-struct tort_rng {
-	uint64_t s;
-};
-
-static inline struct tort_rng tort_rng_make(uint64_t a, uint64_t b)
-{
-	struct tort_rng r = { tort_mix(a ^ tort_mix(b + 0x632be59bd9b4e019ULL)) };
+	struct wl_rng r = { wl_mix(a ^ wl_mix(b + 0x632be59bd9b4e019ULL)) };
 	return r;
 }
 
-static inline uint64_t tort_next(struct tort_rng *r)
-{
-	r->s += 0x9e3779b97f4a7c15ULL;
-	return tort_mix(r->s);
-}
-
-/* Uniform in [0, n); n > 0.  (The modulo bias is irrelevant here.) */
-static inline uint64_t tort_below(struct tort_rng *r, uint64_t n)
-{
-	return tort_next(r) % n;
-}
-
 /* 1 .. TORT_MAXLEN, roughly log-uniform: as many tiny writes as huge ones. */
-static inline uint64_t tort_len(struct tort_rng *r)
+static inline uint64_t tort_len(struct wl_rng *r)
 {
-	if (tort_below(r, 16) == 0)
+	if (wl_below(r, 16) == 0)
 		return TORT_MAXLEN;
-	unsigned b = (unsigned)tort_below(r, 18);
-	return (1ULL << b) | tort_below(r, 1ULL << b);
+	unsigned b = (unsigned)wl_below(r, 18);
+	return (1ULL << b) | wl_below(r, 1ULL << b);
 }
 
 /* Transaction K of seed SEED over span SPAN (a multiple of 64 KiB).  The
@@ -115,17 +102,17 @@ static inline uint64_t tort_len(struct tort_rng *r)
 static inline void tort_plan(uint64_t seed, uint64_t span, uint64_t k,
 			     struct tort_plan *p)
 {
-	struct tort_rng r = tort_rng_make(seed, k);
+	struct wl_rng r = tort_rng_make(seed, k);
 
 	memset(p, 0, sizeof(*p));
 	p->k = k;
-	p->big = tort_below(&r, 12) == 0;
-	p->aborted = tort_below(&r, 10) == 0;
-	p->reopen = tort_below(&r, 20) == 0;
-	p->check = tort_below(&r, 4) == 0;
-	p->nops = p->big ? 8 + (int)tort_below(&r, TORT_MAXOPS - 8 + 1)
-			 : 1 + (int)tort_below(&r, 8);
-	if (!p->big && tort_below(&r, 6) == 0) {
+	p->big = wl_below(&r, 12) == 0;
+	p->aborted = wl_below(&r, 10) == 0;
+	p->reopen = wl_below(&r, 20) == 0;
+	p->check = wl_below(&r, 4) == 0;
+	p->nops = p->big ? 8 + (int)wl_below(&r, TORT_MAXOPS - 8 + 1)
+			 : 1 + (int)wl_below(&r, 8);
+	if (!p->big && wl_below(&r, 6) == 0) {
 		/* One aligned power-of-two write, 4 KiB to 256 KiB: what the
 		 * kernel method sends down as a single RWF_ATOMIC write. */
 		struct tort_op *o = &p->ops[0];
@@ -134,64 +121,46 @@ static inline void tort_plan(uint64_t seed, uint64_t span, uint64_t k,
 			shifts++;
 		p->nops = 1;
 		o->kind = TORT_WRITE;
-		o->len = 4096ULL << tort_below(&r, shifts);
-		o->off = tort_below(&r, span / o->len) * o->len;
-		o->vec = tort_below(&r, 4) == 0;
-		o->dseed = tort_next(&r);
+		o->len = 4096ULL << wl_below(&r, shifts);
+		o->off = wl_below(&r, span / o->len) * o->len;
+		o->vec = wl_below(&r, 4) == 0;
+		o->dseed = wl_next(&r);
 		return;
 	}
 	for (int i = 0; i < p->nops; i++) {
 		struct tort_op *o = &p->ops[i];
 
-		if (!p->big && tort_below(&r, 6) == 0) {
+		if (!p->big && wl_below(&r, 6) == 0) {
 			o->kind = TORT_TRUNC;
-			switch (tort_below(&r, 8)) {
+			switch (wl_below(&r, 8)) {
 			case 0:
 				o->len = 0;
 				break;
 			case 1:
-				o->len = tort_below(&r, 4096);
+				o->len = wl_below(&r, 4096);
 				break;
 			case 2:
-				o->len = tort_below(&r, span / 4096) * 4096;
+				o->len = wl_below(&r, span / 4096) * 4096;
 				break;
 			case 3: /* grow past where writes reach */
-				o->len = span + tort_below(&r, TORT_MAXLEN);
+				o->len = span + wl_below(&r, TORT_MAXLEN);
 				break;
 			default:
-				o->len = tort_below(&r, span + 1);
+				o->len = wl_below(&r, span + 1);
 				break;
 			}
 			continue;
 		}
 		o->kind = TORT_WRITE;
-		o->len = p->big ? 128 * TORT_KIB + tort_below(&r, 384 * TORT_KIB)
+		o->len = p->big ? 128 * TORT_KIB + wl_below(&r, 384 * TORT_KIB)
 				: tort_len(&r);
-		o->off = tort_below(&r, span);
-		if (tort_below(&r, 4) == 0)
+		o->off = wl_below(&r, span);
+		if (wl_below(&r, 4) == 0)
 			o->off &= ~4095ULL;
-		if (tort_below(&r, 4) == 0 && o->len >= 4096)
+		if (wl_below(&r, 4) == 0 && o->len >= 4096)
 			o->len &= ~4095ULL;
-		o->vec = tort_below(&r, 4) == 0;
-		o->dseed = tort_next(&r);
-	}
-}
-
-/* The bytes of a write: LEN bytes from DSEED. */
-static inline void tort_fill(uint8_t *buf, uint64_t len, uint64_t dseed)
-{
-	uint64_t s = dseed, v;
-	uint64_t i = 0;
-
-	for (; i + 8 <= len; i += 8) {
-		s += 0x9e3779b97f4a7c15ULL;
-		v = tort_mix(s);
-		memcpy(buf + i, &v, 8);
-	}
-	if (i < len) {
-		s += 0x9e3779b97f4a7c15ULL;
-		v = tort_mix(s);
-		memcpy(buf + i, &v, (size_t)(len - i));
+		o->vec = wl_below(&r, 4) == 0;
+		o->dseed = wl_next(&r);
 	}
 }
 
@@ -237,7 +206,7 @@ static inline void tort_model_apply(struct tort_model *m,
 		const struct tort_op *o = &p->ops[i];
 
 		if (o->kind == TORT_WRITE) {
-			tort_fill(m->buf + o->off, o->len, o->dseed);
+			wl_fill(m->buf + o->off, o->len, o->dseed);
 			if (o->off + o->len > m->size)
 				m->size = o->off + o->len;
 		} else {
@@ -338,12 +307,110 @@ static inline int64_t tort_read_file(const char *path, uint8_t *buf,
 	return (int64_t)got;
 }
 
-static inline uint64_t tort_now_us(void)
-{
-	struct timespec ts;
+/* ---- the harness (torture.c) ------------------------------------------- */
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
-}
+/* Writers and verifiers exit with: 0 pass, 1 violation or failure, 77 skip;
+ * writers: 2 a library call failed, 3 the library read back something else
+ * than was written, 4 (power cuts) the file system was shut down. */
+
+/* This program's path (for tort_spawn); tort_init sets it, and ignores
+ * SIGPIPE (a writer whose reader died fails its ack instead). */
+extern char tort_self_exe[];
+void tort_init(void);
+
+/* Print "torture: WHAT FILE: strerror(errno)" and exit(CODE). */
+void tort_die(int code, const char *what, const char *file)
+	__attribute__((noreturn));
+/* A number (decimal, or hex after 0x), or exit(1) naming WHAT. */
+uint64_t tort_parse_u64(const char *s, const char *what);
+/* A span: bytes, or with a K, M or G suffix; exit(1) if not one. */
+uint64_t tort_parse_span(const char *s);
+
+/* What a writer is told on its command line (tort_parse_wopts). */
+struct tort_wopts {
+	const char *file;
+	uint64_t seed;
+	uint64_t start;
+	int ack_fd;             /* -1: none */
+	const char *ack_file;
+	const char *big_flag;
+	int killpoint;
+	uint64_t kill_after;
+	uint64_t max_txns;      /* 0: forever */
+	int relay_fd;           /* -1: none */
+	uint64_t span;          /* of the sequence (tort_plan) */
+	const char *broken;     /* the pair's writer: --broken */
+};
+
+#define TORT_WOPTS_INIT { NULL, 0, 0, -1, NULL, NULL, 0, 0, 0, -1, TORT_SPAN, \
+			  NULL }
+/* Writer options after the positional arguments: ARGV[I..]. */
+void tort_parse_wopts(struct tort_wopts *o, int argc, char **argv, int i);
+
+/* Where a writer's acknowledgements go: 8-byte numbers to --ack-fd, lines
+ * to --ack-file (fdatasync'd, after checking that the file system is not
+ * shut down), else lines on standard output. */
+struct tort_acker {
+	int fd;
+	int binary;
+	int sync;
+	const char *file;
+};
+void tort_ack_open(struct tort_acker *a, const struct tort_wopts *o);
+void tort_ack_send(struct tort_acker *a, uint64_t k);
+
+/* oa_open(FILE, O_RDWR | O_CREAT), or exit(2). */
+oa_file *tort_w_open(const char *file);
+/* The library's writer of the sequence (`writer`, `cut`). */
+int tort_run_writer(const struct tort_wopts *o);
+/* The writers that are not the library: KIND good, torn or lost. */
+int tort_run_mutant(const char *kind, const struct tort_wopts *o);
+/* The writer modes of the programs that run the sequence (torture_kill,
+ * torture_cut), ARGV[1]: `writer FILE SEED [options]`, `cut FILE SEED
+ * ACKFILE [options]` (acks to a file) and `mutant KIND FILE SEED
+ * [options]`.  The writer's exit status, or -1 when ARGV is none of them. */
+int tort_writer_main(int argc, char **argv);
+
+/* The verifier: what a file holds after a crash, against the model. */
+enum { TORT_V_A, TORT_V_B, TORT_V_LOST, TORT_V_TORN };
+extern const char *const tort_vname[];
+
+struct tort_verifier {
+	uint64_t seed;
+	uint64_t span;
+	struct tort_model m;    /* the state the file is at: k0, then A */
+	struct tort_model p;    /* the state before A */
+	struct tort_model b;    /* the state after the next commit */
+	uint8_t *act;           /* the file as read */
+	uint64_t act_size;
+	uint8_t *act2;          /* again, after the second recovery */
+	uint64_t act2_size;
+	uint64_t k0, a, nb;
+	int have_p;
+	int missing;
+	int oversize;
+};
+
+void tort_verifier_init(struct tort_verifier *v, uint64_t seed, uint64_t span);
+void tort_verifier_free(struct tort_verifier *v);
+int tort_check_acks(const struct tort_verifier *v, const uint64_t *acks,
+		    size_t n);
+int tort_read_actual(struct tort_verifier *v, const char *file, int second);
+int tort_classify(struct tort_verifier *v, uint64_t a);
+void tort_settle(struct tort_verifier *v, int cls);
+void tort_describe(FILE *out, const struct tort_verifier *v);
+
+/* fork and exec ARGV ("@ACK", "@RELAY": the child's ends of new pipes). */
+pid_t tort_spawn(char *const *argv, int *ackfd, int *relayfd);
+/* waitpid through EINTR: the status. */
+int tort_wait_child(pid_t pid);
+/* $OA_TEST_DIR, else a new directory under /tmp (in BUF). */
+const char *tort_test_dir(char *buf, size_t n);
+/* Remove a torture file and what the library left beside it. */
+void tort_clean_files(const char *dir, const char *name);
+/* $TORTURE_SEED, else random. */
+uint64_t tort_default_seed(void);
+/* The numbers in ACKFILE (one a line): the count, -1 on error. */
+long tort_read_ackfile(const char *path, uint64_t **out);
 
 #endif
