@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "oatomic.h"
+#include "oatomic-private.h"
 #include "tool.h"
 #include "workload.h"
 
@@ -558,7 +559,7 @@ static void describe_method(const struct method *m, char *buf, size_t len)
 	if (!f)
 		return;
 	if (oa_ioinfo(f, &io) == 0) {
-		name = tool_method_name(io.method);
+		name = oa__method_name(io.method);
 		snprintf(buf, len, "method %s on %s", name ? name : "?",
 			 io.fs_name);
 	}
@@ -586,6 +587,7 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 			 old_pipe;
 	int keep = 0, opt, ret;
 	uint64_t v;
+	int rc;
 
 	if (!base || !*base)
 		base = "/tmp";
@@ -593,24 +595,27 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'k':
-			if (tool_parse_u64(optarg, &v) < 0 || v < 1 ||
-			    v > 1000000)
-				return tool_usage(cmd, "bad number of kills "
-						  "'%s'", optarg);
+			if ((rc = tool_parse_range(cmd, "--kills", optarg, 1,
+						   1000000, "1 to 1000000",
+						   &v)) != 0)
+				return rc;
 			d.kills = (unsigned)v;
 			break;
 		case 'd':
 			base = optarg;
 			break;
 		case 's':
-			if (tool_parse_u64(optarg, &v) < 0)
-				return tool_usage(cmd, "bad seed '%s'", optarg);
+			if ((rc = tool_parse_range(cmd, "--seed", optarg, 0,
+						   UINT64_MAX, "a number ("
+						   TOOL_NUM_HINT ")", &v)) != 0)
+				return rc;
 			d.seed = v;
 			break;
 		case 't':
-			if (tool_parse_u64(optarg, &v) < 0 || v > 1000000)
-				return tool_usage(cmd, "bad think time '%s'",
-						  optarg);
+			if ((rc = tool_parse_range(cmd, "--think", optarg, 0,
+						   1000000, "0 to 1000000 "
+						   "microseconds", &v)) != 0)
+				return rc;
 			d.think_us = (unsigned)v;
 			break;
 		case 'K':

@@ -239,11 +239,6 @@ int tool_parse_seconds(const char *s, double *out)
 	return 0;
 }
 
-const char *tool_method_name(int method)
-{
-	return oa__method_name(method);
-}
-
 static void list_cmds(FILE *out)
 {
 	fprintf(out,

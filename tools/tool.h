@@ -125,8 +125,4 @@ int tool_find_ctls(const char *dir, const char *jdir, struct tool_ctl **out,
 		   size_t *n, int *errors);
 void tool_ctls_free(struct tool_ctl *c, size_t n);
 
-/* oa__method_name (oatomic-private.h) under its old name: cmd_demo.c still
- * calls it; new code calls oa__method_name. */
-const char *tool_method_name(int method);
-
 #endif /* OATOMIC_TOOL_H */
