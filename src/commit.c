@@ -1,51 +1,20 @@
 /*
- * commit.c - the commit protocol: the opening and closing steps every
- * method's commit shares (oa_commit_begin, oa_commit_end,
- * oa_commit_bypass_ready), and the journal method's commit: the commit
- * record, its one flush, the apply.
+ * commit.c - the commit protocol: the precondition the methods that
+ * bypass the journal share (oa_commit_bypass_ready), and the journal
+ * method's commit: the commit record, its one flush, the apply.  Every
+ * commit opens with oa_commit_begin and ends with oa_commit_end
+ * (recover.c, beside the healing they do).
  *
  * The invariants I1-I15 are stated once, in docs/FORMAT.md
  * ("Invariants"); the code cites them where a flush or an order keeps one.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <sys/resource.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "crc32c.h"
 #include "internal.h"
 #include "oatomic-private.h"
-
-
-/* ---- journal files ---- */
-
-/* ---- apply ---- */
-
-/* ---- checkpoint ---- */
-
-/* ---- commit ---- */
-
-int oa_commit_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize)
-{
-	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
-		return -1;
-	if (oa_heal_locked(f, l) < 0 ||
-	    (fsize && oa_xfsize(f->tfd, fsize) < 0)) {
-		int e = errno;
-		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
-		errno = e;
-		return -1;
-	}
-	return 0;
-}
-
-void oa_commit_end(struct oa_file *f)
-{
-	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
-}
 
 int oa_commit_bypass_ready(struct oa_file *f, struct oa_live *l)
 {

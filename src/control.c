@@ -320,6 +320,7 @@ int oa_ctl_open(struct oa_file *f, bool create)
 			}
 			f->cfd = fd;
 			f->cfd_rw = rw;
+			f->held = 0;
 			return 0;
 		}
 		if (errno != ENOENT || !create)
@@ -328,6 +329,7 @@ int oa_ctl_open(struct oa_file *f, bool create)
 		if (fd >= 0) {
 			f->cfd = fd;
 			f->cfd_rw = true;
+			f->held = 0;
 			return 0;
 		}
 		f->cfd = -1;

@@ -256,7 +256,6 @@ static struct oa_file *handle_new(void)
 		return NULL;
 	}
 	f->tfd = f->dfd = f->tdirfd = f->cfd = f->jfd = f->dio_fd = -1;
-	f->held_fd = -1;
 	f->sfd = -1;
 	f->forkgen = oa_fork_gen();
 	f->may_clone = true;   /* recovery handles try; open resolves */
@@ -405,11 +404,10 @@ static int open_recover(struct oa_file *f)
 	r = ctl_clean(f);
 	if (r != 0)
 		return r < 0 ? -1 : 0;
-	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+	if (oa_commit_begin(f, NULL, NULL) < 0)
 		return -1;
-	r = oa_heal_locked(f, NULL);
-	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
-	return r;
+	oa_commit_end(f);
+	return 0;
 }
 
 /* oa_recover: finish what a crash left.  Nothing to finish is success,
@@ -762,12 +760,9 @@ static int read_lock(struct oa_file *f)
 		/* A commit is in flight, or its committer died: wait for the
 		 * commit lock, which tells the two apart. */
 		oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
-		if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		if (oa_commit_begin(f, NULL, NULL) < 0)
 			return -1;
-		int r = oa_heal_locked(f, NULL);
-		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
-		if (r < 0)
-			return -1;
+		oa_commit_end(f);
 	}
 }
 

@@ -38,9 +38,8 @@ struct oa_file {
 			     * file's writers: journal 0 is not replayed */
 	int cfd_err;        /* why the control file is read-only (EACCES, EROFS) */
 	/* the locks this handle holds on f->cfd (oa_ctl_lock): two bits per
-	 * lock byte, 1 shared, 2 exclusive; valid while held_fd == cfd */
+	 * lock byte, 1 shared, 2 exclusive; 0 when oa_ctl_open sets cfd */
 	unsigned held;
-	int held_fd;
 	unsigned char *live;  /* the live area, mapped shared (NULL: use I/O) */
 
 	char *prefix;       /* ".NAME" or ".NAME.<ino>" (journal_dir given) */
@@ -141,10 +140,6 @@ static inline int oa_ctl_lock(struct oa_file *f, int byte, short type,
 			      int wait)
 {
 	int r = oa_lock(f->cfd, byte, type, wait);
-	if (f->held_fd != f->cfd) {
-		f->held = 0;
-		f->held_fd = f->cfd;
-	}
 	if (r == 0 || type == F_UNLCK) {
 		f->held &= ~(3u << (2 * byte));
 		if (r == 0 && type != F_UNLCK)
@@ -153,16 +148,10 @@ static inline int oa_ctl_lock(struct oa_file *f, int byte, short type,
 	return r;
 }
 
-/* Does F hold BYTE of its control file: at all, exclusively? */
-static inline bool oa_holds(const struct oa_file *f, int byte)
-{
-	return f->held_fd == f->cfd && f->cfd >= 0 &&
-	       ((f->held >> (2 * byte)) & 3u);
-}
+/* Does F hold BYTE of its control file exclusively? */
 static inline bool oa_holds_excl(const struct oa_file *f, int byte)
 {
-	return f->held_fd == f->cfd && f->cfd >= 0 &&
-	       ((f->held >> (2 * byte)) & 2u);
+	return f->cfd >= 0 && ((f->held >> (2 * byte)) & 2u);
 }
 
 /*
@@ -216,11 +205,12 @@ static inline int oa_need_buf(struct oa_file *f)
  *   clone.c       the clone method's primitives (used by apply)
  *   apply.c       writing a commit into the file
  *   checkpoint.c  checkpoint, and the last close's clean state
- *   recover.c     scanning journals, replay, healing, check
+ *   recover.c     scanning journals, replay, healing, check; the
+ *                 opening and closing step of every commit
  *   home.c        where a file's control file lives
  *   journal.c     a handle's journal: acquire, append, recycle; its
  *                 pending transaction
- *   commit.c      the commit protocol's shared begin and end, and the
+ *   commit.c      what the bypassing methods must check first, and the
  *                 journal method's commit
  *   kernel.c, exchange.c   the methods that bypass the journal
  *   file.c        the public calls
@@ -404,6 +394,14 @@ int oa_needs_recovery(struct oa_file *f);
 /* If the live area says a committer died mid-commit, recover.  Caller holds
  * COMMIT.  LP (may be NULL) receives the live area as it is afterwards. */
 int oa_heal_locked(struct oa_file *f, struct oa_live *lp);
+/* Every commit, and whatever else needs the file as committed (a journal
+ * taken, a reader meeting a dead committer), opens alike: take COMMIT,
+ * finish a dead committer's work (I10), read the live area into L and the
+ * file's size into FSIZE (each NULL: not needed).  0 with COMMIT held; -1
+ * without. */
+int oa_commit_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize);
+/* ... and ends by releasing COMMIT. */
+void oa_commit_end(struct oa_file *f);
 /* oatomic check on an open handle F of PATH: findings to OUT; 0 clean, 1
  * pending, 2 damaged or foreign, -1 error (oa__check). */
 int oa_check_handle(struct oa_file *f, const char *path, FILE *out);
@@ -453,12 +451,6 @@ void oa_txn_drop(struct oa_file *f);
 void oa_shadow_reset(struct oa_file *f);
 
 /* ---- commit.c: the commit protocol ---- */
-/* Every commit path opens alike: take COMMIT, finish a dead committer's
- * work (I10), read the live area into L and the file's size into FSIZE
- * (NULL: not needed).  0 with COMMIT held; -1 without. */
-int oa_commit_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize);
-/* ... and ends by releasing COMMIT. */
-void oa_commit_end(struct oa_file *f);
 /* A method that writes the file without the journal (kernel, exchange)
  * leaves nothing to replay, so nothing may be replayed over it: every
  * journal commit checkpointed (I11), the control file's state durable

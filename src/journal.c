@@ -242,14 +242,12 @@ int oa_journal_acquire(struct oa_file *f)
 		       rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : UINT64_MAX;
 	r = oa_slots_read(f->jfd, f->jbase, OA_JNL_MAGIC, &s);
 	f->jslot_seq = r == 0 ? s.slot_seq : 0;
-	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
-		goto fail;
 	/* A journal left by a dead handle may hold commits newer than the
-	 * checkpoint: recycling checkpoints them first. */
-	r = oa_heal_locked(f, NULL);
+	 * checkpoint (healed here): recycling checkpoints them first. */
+	if (oa_commit_begin(f, NULL, NULL) < 0)
+		goto fail;
 	/* The control file leaves its clean state (a new era: I15). */
-	if (r == 0)
-		r = oa_ctl_init_locked(f);
+	r = oa_ctl_init_locked(f);
 	if (r == 0 && f->jidx > 0) {
 		/* An extra journal's commits are flushed without the control
 		 * file: its era (I15) must be durable first, and I8: found by
@@ -263,7 +261,7 @@ int oa_journal_acquire(struct oa_file *f)
 	}
 	if (r == 0)
 		r = oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
-	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_commit_end(f);
 	if (r < 0)
 		goto fail;
 	return 0;

@@ -1143,6 +1143,25 @@ int oa_heal_locked(struct oa_file *f, struct oa_live *lp)
 
 /* For a reader that may not write: is there a committed transaction the
  * file may not hold yet?  1 yes, 0 no, -1 error (EUCLEAN, EPERM, ...). */
+int oa_commit_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize)
+{
+	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
+		return -1;
+	if (oa_heal_locked(f, l) < 0 ||
+	    (fsize && oa_xfsize(f->tfd, fsize) < 0)) {
+		int e = errno;
+		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+void oa_commit_end(struct oa_file *f)
+{
+	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
+}
+
 int oa_needs_recovery(struct oa_file *f)
 {
 	struct scan S = { .path = "" };
