@@ -156,6 +156,9 @@ struct oa_ioinfo {
 	 * only up to here.  Equal to atomic_write_unit_max where the device is
 	 * not known. */
 	uint32_t atomic_write_unit_hw_max;
+	/* How oa_mmap finds the pages a program stored to ("fault": a write
+	 * fault per page and transaction, oa_mmap(3)). */
+	char map_tracking[16];
 };
 
 /*
@@ -234,6 +237,36 @@ int oa_ftruncate(oa_file *f, off_t length);
 /* oa_fstat - fstat(2) of the file, with st_size as the handle sees it
  * (pending changes included).  Returns 0 or -1: EIO, EUCLEAN. */
 int oa_fstat(oa_file *f, struct stat *st);
+
+/*
+ * oa_mmap - map LENGTH bytes of the file from OFFSET (a multiple of the page
+ * size) into memory, as mmap(2) with MAP_SHARED would, except that stores
+ * through the mapping are pending changes of the handle like oa_pwrite's:
+ * invisible to every other handle, process and reader until oa_commit, which
+ * commits them with the handle's writes and truncates as one unit; oa_abort,
+ * oa_close and a crash discard them (the mapping shows the committed contents
+ * again).  The mapping shows the handle's pending changes, and oa_pread sees
+ * its stores.  A commit carries exactly the bytes the stores changed (another
+ * handle's commit to the same page is kept), found without scanning the
+ * mapping: each page stored to costs one fault per transaction.  PROT is
+ * PROT_READ, optionally with PROT_WRITE (the handle must be open O_RDWR).
+ * All mappings of one handle lie in one window of address space, so that a
+ * file offset has one address: mapping a range already mapped returns the
+ * same address.  oatomic installs a SIGSEGV handler at the first call (see
+ * oa_mmap(3) for what programs with their own must do), and a system call
+ * asked to write into a page not yet stored to since the last commit fails
+ * with EFAULT, as for a read-only page: store to it first.  Returns the
+ * address, or NULL: EBADF, EACCES (handle not open for reading, or
+ * PROT_WRITE without O_RDWR), EINVAL (LENGTH 0, OFFSET unaligned or
+ * negative, PROT has other bits), ENOMEM (beyond the window reserved at the
+ * handle's first mapping, see oa_mmap(3)), EIO.
+ */
+void *oa_mmap(oa_file *f, size_t length, int prot, off_t offset);
+
+/* oa_munmap - remove a mapping made by oa_mmap (ADDR a page boundary it
+ * returned, LENGTH as given).  Stores through it stay pending.  Returns 0 or
+ * -1: EINVAL (not mapped by this handle), EBADF, EIO. */
+int oa_munmap(oa_file *f, void *addr, size_t length);
 
 /*
  * oa_commit - make every pending change of the handle durable and visible as

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -80,6 +81,7 @@ static void oa_handle_free(struct oa_file *f)
 		oa_xclose(f->dfd);
 	oa_xclose(f->tdirfd);
 	oa_xclose(f->tfd);
+	oa_map_free(f);
 	oa_index_free(f->ix);
 	free(f->buf);
 	free(f->prefix);
@@ -703,14 +705,6 @@ static int usable(struct oa_file *f)
 	return 0;
 }
 
-/* The size as the handle sees it, given the committed size SC. */
-static uint64_t view_size(struct oa_file *f, uint64_t sc)
-{
-	uint64_t v = f->has_trunc ? f->t_last : sc;
-	uint64_t e = oa_index_end(f->ix);
-	return e > v ? e : v;
-}
-
 /* A handle opened before the file was ever used with oatomic has no
  * control file; look again, one may exist now. */
 static void find_ctl(struct oa_file *f)
@@ -816,6 +810,11 @@ ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 	}
 	if (n > SSIZE_MAX)
 		n = SSIZE_MAX;
+	/* Stores waiting in mapped pages of the range are pending bytes. */
+	if (f->map && oa_map_flush(f, (uint64_t)off,
+				   (uint64_t)off + n < (uint64_t)off ? UINT64_MAX
+				   : (uint64_t)off + n) < 0)
+		return -1;
 	/* A staged write is read through the journal like any other. */
 	if (oa_unstage(f) < 0)
 		return -1;
@@ -844,7 +843,7 @@ again:
 	}
 	if (oa_xfsize(f->tfd, &sc) < 0)
 		goto out;
-	v = view_size(f, sc);   /* pending: the fast path above took the rest */
+	v = oa_view_size(f, sc);   /* pending: the fast path above took the rest */
 	if ((uint64_t)off >= v || n == 0) {
 		ret = 0;
 		goto out;
@@ -907,7 +906,7 @@ int oa_fstat(oa_file *f, struct stat *st)
 		return -1;
 	r = oa_xfstat(f->tfd, st);
 	if (r == 0 && f->pending)
-		st->st_size = (off_t)view_size(f, (uint64_t)st->st_size);
+		st->st_size = (off_t)oa_view_size(f, (uint64_t)st->st_size);
 	read_unlock(f);
 	return r;
 }
@@ -954,16 +953,9 @@ static int writable(struct oa_file *f)
 	return 0;
 }
 
-/* Largest piece of one journal append: keeps each record's CRC pass and
- * each pwritev bounded. */
-#define OA_APPEND_CHUNK (64u << 20)
-
 ssize_t oa_pwritev(oa_file *f, const struct iovec *iov, int iovcnt, off_t off)
 {
-	struct iovec v[64];
-	uint64_t total = 0, done = 0;
-	int i = 0;
-	size_t inner = 0;
+	uint64_t total = 0;
 
 	if (writable(f) < 0)
 		return -1;
@@ -989,49 +981,28 @@ ssize_t oa_pwritev(oa_file *f, const struct iovec *iov, int iovcnt, off_t off)
 		errno = EFBIG;
 		return -1;
 	}
-	/* Kernel method: a first write the kernel can take untorn waits in
-	 * memory; anything more and it joins the journal. */
-	if (f->staged && oa_unstage(f) < 0)
+	/* Stores waiting in mapped pages of the range come first. */
+	if (oa_map_flush(f, (uint64_t)off, (uint64_t)off + total) < 0)
 		return -1;
-	if (oa_stage_fits(f, (uint64_t)off, total)) {
-		if (oa_stage(f, iov, iovcnt, (uint64_t)off, total) < 0)
+	ssize_t r = oa_txn_write(f, iov, iovcnt, total, (uint64_t)off);
+	if (r > 0 && f->map) {
+		/* ... and the handle's mappings show the write */
+		struct iovec cut[IOV_MAX];
+		uint64_t left = (uint64_t)r;
+		int n = 0;
+		for (int k = 0; k < iovcnt && left; k++, n++) {
+			cut[n] = iov[k];
+			if (cut[n].iov_len > left)
+				cut[n].iov_len = (size_t)left;
+			left -= cut[n].iov_len;
+		}
+		if (oa_map_wrote(f, cut, n, (uint64_t)off) < 0) {
+			/* pending, but not shown: the handle cannot go on */
+			f->latched = true;
 			return -1;
-		return (ssize_t)total;
-	}
-	while (done < total) {
-		int nv = 0;
-		size_t chunk = 0;
-		while (i < iovcnt && nv < 64 && chunk < OA_APPEND_CHUNK) {
-			size_t left = iov[i].iov_len - inner;
-			size_t take = left < OA_APPEND_CHUNK - chunk
-					      ? left : OA_APPEND_CHUNK - chunk;
-			if (take) {
-				v[nv].iov_base = (char *)iov[i].iov_base + inner;
-				v[nv].iov_len = take;
-				nv++;
-				chunk += take;
-			}
-			inner += take;
-			if (inner == iov[i].iov_len) {
-				i++;
-				inner = 0;
-			}
 		}
-		uint64_t at = (uint64_t)off + done;
-		ssize_t put;
-		if (oa_xchg_wants(f, at, chunk))
-			put = oa_xchg_put(f, v, nv, chunk, at);
-		else
-			put = oa_journal_append(f, v, nv, chunk, at) < 0
-			      ? -1 : (ssize_t)chunk;
-		if (put < (ssize_t)chunk) {
-			if (put > 0)
-				done += (uint64_t)put;
-			return done ? (ssize_t)done : -1;
-		}
-		done += chunk;
 	}
-	return (ssize_t)total;
+	return r;
 }
 
 ssize_t oa_pwrite(oa_file *f, const void *buf, size_t n, off_t off)
@@ -1054,6 +1025,15 @@ int oa_ftruncate(oa_file *f, off_t length)
 	}
 	if (oa_unstage(f) < 0)
 		return -1;
+	uint64_t oldv = 0;
+	if (f->map) {
+		/* stores beyond the new end came before the truncate */
+		uint64_t sc;
+		if (oa_map_flush(f, (uint64_t)length, UINT64_MAX) < 0 ||
+		    oa_xfsize(f->tfd, &sc) < 0)
+			return -1;
+		oldv = oa_view_size(f, sc);
+	}
 	oa_index_truncate(f->ix, (uint64_t)length);
 	if (!f->has_trunc || (uint64_t)length < f->t_min)
 		f->t_min = (uint64_t)length;
@@ -1062,16 +1042,49 @@ int oa_ftruncate(oa_file *f, off_t length)
 	f->pending = true;
 	/* A write continuing the stream would land beyond a new end. */
 	f->rec_next_off = UINT64_MAX;
+	if (f->map && oa_map_truncated(f, (uint64_t)length, oldv) < 0) {
+		f->latched = true;
+		return -1;
+	}
 	return 0;
+}
+
+/* ---- mappings (map.c) ---- */
+
+void *oa_mmap(oa_file *f, size_t length, int prot, off_t offset)
+{
+	if (usable(f) < 0)
+		return NULL;
+	/* as mmap(2) of a descriptor: reading needs it open for reading,
+	 * a writable mapping for writing too */
+	if (f->acc == O_WRONLY) {
+		errno = EACCES;
+		return NULL;
+	}
+	if (offset < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((prot & PROT_WRITE) && (f->acc != O_RDWR || writable(f) < 0)) {
+		errno = EACCES;
+		return NULL;
+	}
+	if (oa_unstage(f) < 0)
+		return NULL;
+	return oa_map_add(f, length, prot, (uint64_t)offset);
+}
+
+int oa_munmap(oa_file *f, void *addr, size_t length)
+{
+	if (usable(f) < 0)
+		return -1;
+	return oa_map_remove(f, addr, length);
 }
 
 /* ---- commit, abort, close ---- */
 
-int oa_commit(oa_file *f)
+static int commit_txn(struct oa_file *f)
 {
-	if (usable(f) < 0)
-		return -1;
-	OA_ASSERT(oa_txn_state(f) <= OA_TXN_SHADOW);
 	if (!f->pending)
 		return 0;
 	if (f->staged) {
@@ -1089,6 +1102,20 @@ int oa_commit(oa_file *f)
 			return -1;
 	}
 	return oa_commit_journal(f);
+}
+
+int oa_commit(oa_file *f)
+{
+	if (usable(f) < 0)
+		return -1;
+	OA_ASSERT(oa_txn_state(f) <= OA_TXN_SHADOW);
+	/* the stores in mapped pages join the transaction; the pages stay
+	 * frozen until it is over (map.c) */
+	if (oa_map_begin(f, true) < 0)
+		return -1;
+	int r = commit_txn(f);
+	oa_map_end(f, r == 0 || !f->pending);
+	return r;
 }
 
 /* Reclaim journal space when aborted data alone has filled it. */
@@ -1113,7 +1140,10 @@ int oa_abort(oa_file *f)
 	if (usable(f) < 0)
 		return -1;
 	OA_ASSERT(oa_txn_state(f) <= OA_TXN_SHADOW);
+	if (oa_map_begin(f, false) < 0)
+		return -1;
 	oa_txn_drop(f);
+	oa_map_end(f, true);   /* the mappings show the committed file */
 	if (reclaim(f) < 0) {
 		f->latched = errno == EIO;
 		return -1;
@@ -1151,6 +1181,7 @@ int oa_close(oa_file *f)
 		oa_handle_free(f);
 		return 0;
 	}
+	oa_map_free(f);   /* mappings go: their stores with the rest */
 	oa_txn_drop(f);   /* what was pending is discarded */
 	if (!f->latched && f->cfd >= 0 && f->cfd_rw)
 		trim_journal(f);
@@ -1224,6 +1255,8 @@ int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
 	io.reflink = c.reflink;
 	io.exchange = c.exchange;
 	io.rwf_atomic = c.rwf_atomic;
+	snprintf(io.map_tracking, sizeof(io.map_tracking), "%s",
+		 oa_map_tracking());
 
 	/* largest transaction: free space of the journal's file system less
 	 * a reserve of 1/64, capped by the handle's option */

@@ -120,6 +120,8 @@ struct oa_file {
 	bool rec_hdr_ok;    /* the open record's header on disk is current */
 
 	unsigned char *buf; /* OA_BUF_BYTES */
+
+	struct oa_map *map; /* oa_mmap's mappings (map.c), NULL: none */
 };
 
 /*
@@ -213,6 +215,8 @@ static inline int oa_need_buf(struct oa_file *f)
  *   commit.c      what the bypassing methods must check first, and the
  *                 journal method's commit
  *   kernel.c, exchange.c   the methods that bypass the journal
+ *   map.c         the handle's view: writes into the transaction, and
+ *                 the mappings whose stores are pending like them
  *   file.c        the public calls
  */
 
@@ -486,6 +490,34 @@ int oa_unshadow(struct oa_file *f);
 /* Commit by XFS range exchange.  0 done; 1 not possible (the caller moves
  * the shadow into the journal and commits there); -1 error. */
 int oa_commit_exchange(struct oa_file *f);
+
+/* ---- map.c: the handle's view and its mappings ---- */
+/* Add TOTAL bytes at OFF to the transaction, by whichever method takes
+ * them (the stage, the shadow, the journal).  Returns TOTAL, or how many
+ * bytes from OFF on are pending after a failure (-1 for none). */
+ssize_t oa_txn_write(struct oa_file *f, const struct iovec *iov, int iovcnt,
+		     uint64_t total, uint64_t off);
+/* The file's size as the handle sees it, given the committed size SC. */
+uint64_t oa_view_size(struct oa_file *f, uint64_t sc);
+/* oa_mmap and oa_munmap's work (arguments checked by file.c). */
+void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off);
+int oa_map_remove(struct oa_file *f, void *addr, size_t length);
+/* Stores waiting in mapped pages over [a, b) into the transaction, before
+ * a call that reads, writes or truncates there. */
+int oa_map_flush(struct oa_file *f, uint64_t a, uint64_t b);
+/* The handle wrote IOV at OFF, truncated to LEN from a view OLDV long:
+ * its mappings show it. */
+int oa_map_wrote(struct oa_file *f, const struct iovec *iov, int iovcnt,
+		 uint64_t off);
+int oa_map_truncated(struct oa_file *f, uint64_t len, uint64_t oldv);
+/* Around a commit (COMMIT: stores join it) or an abort: oa_map_begin
+ * freezes the pages that hold pending bytes; oa_map_end (DONE: the
+ * transaction is over) gives them back the file's contents. */
+int oa_map_begin(struct oa_file *f, bool commit);
+void oa_map_end(struct oa_file *f, bool done);
+void oa_map_free(struct oa_file *f);
+/* How stores are tracked, for oa_ioinfo. */
+const char *oa_map_tracking(void);
 
 /*
  * Planted protocol bugs, for `make crash-mutants` only: a build with

@@ -36,7 +36,8 @@ case $build in
 *) KILLS=${FSMATRIX_KILLS:-200} PKILLS=${FSMATRIX_PAIR_KILLS:-30} ;;
 esac
 TESTS="conf_commit conf_ryw conf_visibility conf_abort_close conf_errors
-       conf_recover conf_concurrency conf_perms unit_recover conf_methods"
+       conf_recover conf_concurrency conf_perms unit_recover conf_methods
+       conf_mmap"
 
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (mount)"; exit 77; }
 

@@ -1,0 +1,1088 @@
+/*
+ * map.c - the handle's view: writes into the pending transaction, and
+ * oa_mmap's mappings, whose stores are pending like writes.
+ *
+ * A handle's mappings live in one window of address space reserved at its
+ * first oa_mmap: the byte at file offset O is at win + O in every mapping
+ * of the handle, so that mappings of the same range are the same memory
+ * and see each other.  The window maps the file MAP_PRIVATE: a store
+ * copies the page (the kernel's copy-on-write) and never reaches the
+ * file's page cache, so neither writeback nor anyone's sync(2) can write
+ * it into the file.
+ *
+ * Tracking (docs/ARCHITECTURE.md, "map.c"): every page of a writable
+ * mapping is kept read-only until the program stores to it.  The store
+ * faults; the library's SIGSEGV handler copies the page as it is, the
+ * page's BASE, and makes it writable.  A commit (and a read, a write or a
+ * truncate over the page) compares each such page with its base and adds
+ * only the bytes that differ to the transaction, through the same path as
+ * oa_pwrite: a commit carries exactly the bytes the program changed, and a
+ * byte another handle committed to the same page meanwhile is not written
+ * back over.  Cost: one fault per page and transaction, and a compare of
+ * the pages stored to; nothing follows the size of the mapping.
+ *
+ * Why not the kernel's dirty tracking (measured on Linux 6.18; the
+ * alternatives and figures are in docs/ARCHITECTURE.md): the copied pages
+ * of a private mapping (PAGEMAP_SCAN) and userfaultfd's asynchronous
+ * write-protection (the only mode the kernel accepts on a file mapping)
+ * find the pages stored to, but never see the first store: the page's
+ * contents before it are gone, and the commit could only write whole pages
+ * or what differs from the file now - undoing another handle's commit to
+ * the same page.  Only a fault at the first store keeps the base.
+ *
+ * Page states (m->st, one byte per page, changed with compare-and-swap
+ * because other threads store while the handle's thread runs a call):
+ *   CLEAN      read-only; a store faults (or the page is not in a writable
+ *              mapping, and the fault is the program's);
+ *   CAPTURING  a fault is copying the base;
+ *   CAPTURED   writable, base kept, listed in m->dirty;
+ *   FROZEN     read-only while a call of the handle moves the page's stores
+ *              into the transaction or resets it: a store waits in the
+ *              handler until the call is done, and belongs to what comes
+ *              after it.
+ * and two flags: TOUCHED, the page holds pending bytes (not the file's),
+ * listed in m->touched and reset when the transaction ends; ANON, the page
+ * is anonymous memory standing in for a page beyond the committed end of
+ * the file (a private file mapping has no page there).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum {
+	PG_CLEAN = 0, PG_CAPTURING = 1, PG_CAPTURED = 2, PG_FROZEN = 3,
+	PG_STATE = 3,
+	PG_TOUCHED = 4, PG_ANON = 8,
+};
+
+struct oa_map {
+	char *win;               /* file offset O at win + O */
+	uint64_t npages;         /* window length in pages */
+	char *bases;             /* page I's base at bases + I * page */
+	_Atomic unsigned char *st;
+	uint32_t *refs;          /* mappings over each page: low 16 bits all,
+				  * high 16 bits writable ones */
+	uint32_t *dirty;         /* pages CAPTURED, in capture order */
+	_Atomic uint32_t ndirty;
+	atomic_flag lk;          /* guards dirty/ndirty (faults append) */
+	uint32_t *touched;       /* pages with PG_TOUCHED */
+	uint32_t ntouched;
+	_Atomic uint64_t safe;   /* pages below this one are in the file
+				  * (at the last call); a capture's
+				  * neighbours are taken only there */
+	int slot;                /* in g_maps */
+};
+
+#define OA_MAP_SLOTS 1024
+#define OA_MAP_MINWIN (16ull << 30)       /* smallest window reserved */
+
+static size_t g_pg;                        /* page size */
+static struct oa_map *_Atomic g_maps[OA_MAP_SLOTS];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sigaction g_prev;            /* the handler ours replaced */
+static _Atomic long g_captured;            /* pages made writable, all maps */
+static int g_memfd = -1;                   /* /proc/self/mem */
+static unsigned g_memgen;
+
+/* ---- the fault handler ---- */
+
+static struct oa_map *map_at(uintptr_t a)
+{
+	for (int i = 0; i < OA_MAP_SLOTS; i++) {
+		struct oa_map *m = atomic_load(&g_maps[i]);
+		if (m && a >= (uintptr_t)m->win &&
+		    a - (uintptr_t)m->win < m->npages * g_pg)
+			return m;
+	}
+	return NULL;
+}
+
+/* Copy page I into its base without faulting: a page the process cannot
+ * read (beyond the end of the file) fails here instead of raising
+ * SIGBUS in the handler. */
+static bool copy_base(struct oa_map *m, uint64_t i)
+{
+	struct iovec l = { m->bases + i * g_pg, g_pg };
+	struct iovec r = { m->win + i * g_pg, g_pg };
+	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+	if (n == (ssize_t)g_pg)
+		return true;
+	if (n < 0 && errno == ENOSYS) {
+		memcpy(l.iov_base, r.iov_base, g_pg);
+		return true;
+	}
+	return false;
+}
+
+static void lk_take(struct oa_map *m)
+{
+	while (atomic_flag_test_and_set_explicit(&m->lk, memory_order_acquire))
+		sched_yield();
+}
+
+static void lk_drop(struct oa_map *m)
+{
+	atomic_flag_clear_explicit(&m->lk, memory_order_release);
+}
+
+/* List page P as captured (before its state says so). */
+static void list_add(struct oa_map *m, uint64_t p)
+{
+	lk_take(m);
+	uint32_t d = atomic_load(&m->ndirty);
+	m->dirty[d] = (uint32_t)p;
+	atomic_store(&m->ndirty, d + 1);
+	lk_drop(m);
+}
+
+/* How many pages a capture takes at once: one, until so many pages are
+ * writable that the process's count of mappings (vm.max_map_count, 65530
+ * by default) comes near; then aligned runs of 16 and 512 pages, which
+ * the kernel merges into fewer areas. */
+static unsigned chunk_shift(void)
+{
+	long c = atomic_load(&g_captured);
+	return c < 4096 ? 0 : c < 32768 ? 4 : 9;
+}
+
+static void chain(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction d;
+	if (g_prev.sa_flags & SA_SIGINFO) {
+		g_prev.sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (g_prev.sa_handler != SIG_DFL && g_prev.sa_handler != SIG_IGN) {
+		g_prev.sa_handler(sig);
+		return;
+	}
+	/* The default action: a fault repeats when the handler returns and
+	 * kills as it would have; a signal sent by kill(2) is raised again. */
+	memset(&d, 0, sizeof(d));
+	d.sa_handler = SIG_DFL;
+	sigaction(sig, &d, NULL);
+	if (si->si_code <= 0)
+		raise(sig);
+}
+
+/* Capture the pages around page P (P itself first): claim the CLEAN ones
+ * of writable mappings, copy their bases, make them writable.  Returns
+ * false if P cannot be captured. */
+static bool capture(struct oa_map *m, uint64_t p)
+{
+	unsigned k = chunk_shift();
+	uint64_t lo = p, hi = p + 1;
+	if (k) {
+		uint64_t safe = atomic_load(&m->safe);
+		lo = p & ~((1ull << k) - 1);
+		hi = lo + (1ull << k);
+		if (hi > m->npages)
+			hi = m->npages;
+		if (p < safe && hi > safe)
+			hi = safe;
+		if (p >= safe)
+			lo = p, hi = p + 1;
+	}
+	bool got_p = false;
+	uint64_t run = UINT64_MAX;
+	for (uint64_t i = lo; i <= hi; i++) {
+		bool take = false;
+		if (i < hi && (m->refs[i] >> 16)) {
+			unsigned char s = atomic_load(&m->st[i]);
+			if ((s & PG_STATE) == PG_CLEAN &&
+			    atomic_compare_exchange_strong(&m->st[i], &s,
+				(unsigned char)((s & ~PG_STATE) | PG_CAPTURING))) {
+				if (copy_base(m, i))
+					take = true;
+				else
+					atomic_store(&m->st[i], s);
+			}
+		}
+		if (take) {
+			if (run == UINT64_MAX)
+				run = i;
+			continue;
+		}
+		if (run != UINT64_MAX) {
+			/* pages [run, i) claimed: writable, listed */
+			int r = mprotect(m->win + run * g_pg, (i - run) * g_pg,
+					 PROT_READ | PROT_WRITE);
+			for (uint64_t j = run; j < i; j++) {
+				unsigned char s = atomic_load(&m->st[j]);
+				if (r == 0) {
+					list_add(m, j);
+					atomic_store(&m->st[j], (unsigned char)
+						     ((s & ~PG_STATE) | PG_CAPTURED));
+					if (j == p)
+						got_p = true;
+				} else {
+					atomic_store(&m->st[j], (unsigned char)
+						     (s & ~PG_STATE));
+				}
+			}
+			if (r == 0)
+				atomic_fetch_add(&g_captured, (long)(i - run));
+			run = UINT64_MAX;
+		}
+	}
+	return got_p;
+}
+
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+	int e = errno;
+	struct oa_map *m;
+	if (si->si_code == SEGV_ACCERR &&
+	    (m = map_at((uintptr_t)si->si_addr)) != NULL) {
+		uint64_t p = ((uintptr_t)si->si_addr - (uintptr_t)m->win) / g_pg;
+		if (m->refs[p] >> 16) {
+			for (;;) {
+				unsigned char s = atomic_load(&m->st[p]) & PG_STATE;
+				if (s == PG_CAPTURED) {
+					errno = e;
+					return;  /* another thread took it */
+				}
+				if (s == PG_CLEAN) {
+					if (capture(m, p)) {
+						errno = e;
+						return;
+					}
+					if ((atomic_load(&m->st[p]) & PG_STATE) ==
+					    PG_CLEAN) {
+						static const char msg[] =
+							"oatomic: a store through a "
+							"mapping could not be tracked\n";
+						if (write(2, msg, sizeof(msg) - 1))
+							{}
+						break;
+					}
+					continue;
+				}
+				/* CAPTURING (another thread) or FROZEN (a call
+				 * of the handle): wait for it */
+				sched_yield();
+			}
+		}
+	}
+	errno = e;
+	chain(sig, si, uc);
+}
+
+/* Install the handler, chaining to the one in place - at every new
+ * window, so that a handler the program set after an earlier one (and so
+ * in place of ours) is the one chained to from now on. */
+static int install(void)
+{
+	struct sigaction sa, cur;
+	if (sigaction(SIGSEGV, NULL, &cur) < 0)
+		return -1;
+	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_segv)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_segv;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	g_prev = cur;
+	return sigaction(SIGSEGV, &sa, NULL);
+}
+
+/* ---- writes into the transaction ---- */
+
+/* Largest piece of one journal append: keeps each record's CRC pass and
+ * each pwritev bounded. */
+#define OA_APPEND_CHUNK (64u << 20)
+
+ssize_t oa_txn_write(struct oa_file *f, const struct iovec *iov, int iovcnt,
+		     uint64_t total, uint64_t off)
+{
+	struct iovec v[64];
+	uint64_t done = 0;
+	int i = 0;
+	size_t inner = 0;
+
+	/* Kernel method: a first write the kernel can take untorn waits in
+	 * memory; anything more and it joins the journal. */
+	if (f->staged && oa_unstage(f) < 0)
+		return -1;
+	if (oa_stage_fits(f, off, total)) {
+		if (oa_stage(f, iov, iovcnt, off, total) < 0)
+			return -1;
+		return (ssize_t)total;
+	}
+	while (done < total) {
+		int nv = 0;
+		size_t chunk = 0;
+		while (i < iovcnt && nv < 64 && chunk < OA_APPEND_CHUNK) {
+			size_t left = iov[i].iov_len - inner;
+			size_t take = left < OA_APPEND_CHUNK - chunk
+					      ? left : OA_APPEND_CHUNK - chunk;
+			if (take) {
+				v[nv].iov_base = (char *)iov[i].iov_base + inner;
+				v[nv].iov_len = take;
+				nv++;
+				chunk += take;
+			}
+			inner += take;
+			if (inner == iov[i].iov_len) {
+				i++;
+				inner = 0;
+			}
+		}
+		uint64_t at = off + done;
+		ssize_t put;
+		if (oa_xchg_wants(f, at, chunk))
+			put = oa_xchg_put(f, v, nv, chunk, at);
+		else
+			put = oa_journal_append(f, v, nv, chunk, at) < 0
+			      ? -1 : (ssize_t)chunk;
+		if (put < (ssize_t)chunk) {
+			if (put > 0)
+				done += (uint64_t)put;
+			return done ? (ssize_t)done : -1;
+		}
+		done += chunk;
+	}
+	return (ssize_t)total;
+}
+
+uint64_t oa_view_size(struct oa_file *f, uint64_t sc)
+{
+	uint64_t v = f->has_trunc ? f->t_last : sc;
+	uint64_t e = oa_index_end(f->ix);
+	if (f->staged && f->st_off + f->st_len > e)
+		e = f->st_off + f->st_len;
+	return e > v ? e : v;
+}
+
+/* ---- page lists and runs ---- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void touch(struct oa_map *m, uint64_t p)
+{
+	unsigned char s = atomic_load(&m->st[p]);
+	while (!(s & PG_TOUCHED)) {
+		if (atomic_compare_exchange_weak(&m->st[p], &s,
+						 (unsigned char)(s | PG_TOUCHED))) {
+			m->touched[m->ntouched++] = (uint32_t)p;
+			return;
+		}
+	}
+}
+
+/* Freeze page P (state to FROZEN from CLEAN or CAPTURED; waits out a
+ * capture).  Returns the state it had. */
+static unsigned char freeze(struct oa_map *m, uint64_t p)
+{
+	for (;;) {
+		unsigned char s = atomic_load(&m->st[p]);
+		unsigned c = s & PG_STATE;
+		if (c == PG_CAPTURING) {
+			sched_yield();
+			continue;
+		}
+		if (c == PG_FROZEN)
+			return s;   /* frozen already, by this call */
+		if (atomic_compare_exchange_weak(&m->st[p], &s,
+				(unsigned char)((s & ~PG_STATE) | PG_FROZEN)))
+			return s;
+	}
+}
+
+static void unfreeze(struct oa_map *m, uint64_t p, unsigned char set,
+		     unsigned char clear)
+{
+	unsigned char s = atomic_load(&m->st[p]);
+	OA_ASSERT((s & PG_STATE) == PG_FROZEN);
+	atomic_store(&m->st[p], (unsigned char)(((s & ~PG_STATE & ~clear) |
+						 set) | PG_CLEAN));
+}
+
+/* mprotect the sorted pages LIST[0..N) read-only, run by run. */
+static int protect_ro(struct oa_map *m, const uint32_t *list, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		while (j < n && list[j] == list[j - 1] + 1)
+			j++;
+		if (mprotect(m->win + (uint64_t)list[i] * g_pg,
+			     (j - i) * g_pg, PROT_READ) < 0)
+			return -1;
+		i = j;
+	}
+	return 0;
+}
+
+/* ---- writing into the mapped pages (the handle's own changes) ---- */
+
+static int self_mem(void)
+{
+	if (g_memfd >= 0 && g_memgen == oa_fork_gen())
+		return g_memfd;
+	if (g_memfd >= 0)
+		close(g_memfd);   /* the parent's memory: never write there */
+	g_memfd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	g_memgen = oa_fork_gen();
+	return g_memfd;
+}
+
+/* Put LEN bytes (BUF, or zeros if BUF is NULL) at window address A, whose
+ * pages are FROZEN or CAPTURED (writable): through /proc/self/mem, which
+ * writes a read-only private page without opening it to other threads'
+ * stores, else with the pages briefly writable. */
+static int poke(struct oa_map *m, char *a, const void *buf, size_t len)
+{
+	static const char zeros[4096];
+	int fd = self_mem();
+	while (len) {
+		size_t n = len;
+		const void *src = buf;
+		if (!buf) {
+			n = len < sizeof(zeros) ? len : sizeof(zeros);
+			src = zeros;
+		}
+		ssize_t r = fd >= 0 ? pwrite(fd, src, n, (off_t)(uintptr_t)a) : -1;
+		if (r <= 0) {
+			char *pa = (char *)((uintptr_t)a & ~(g_pg - 1));
+			size_t pl = ((uintptr_t)a + n + g_pg - 1 -
+				     (uintptr_t)pa) & ~(g_pg - 1);
+			if (mprotect(pa, pl, PROT_READ | PROT_WRITE) < 0)
+				return -1;
+			memcpy(a, src, n);
+			/* pages that were CAPTURED stay writable */
+			for (char *q = pa; q < pa + pl; q += g_pg) {
+				uint64_t p = (uint64_t)(q - m->win) / g_pg;
+				if ((atomic_load(&m->st[p]) & PG_STATE) !=
+				    PG_CAPTURED)
+					mprotect(q, g_pg, PROT_READ);
+			}
+			r = (ssize_t)n;
+		}
+		a += r;
+		if (buf)
+			buf = (const char *)buf + r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+/* Pages [p0, p1) that no mapping covers are skipped. */
+static bool mapped(const struct oa_map *m, uint64_t p)
+{
+	return p < m->npages && m->refs[p] != 0;
+}
+
+/* Pages [p0, p1) wholly beyond the committed end of the file have no file
+ * page to show: anonymous zeroed memory takes their place (ANON). */
+static int back_anon(struct oa_map *m, uint64_t p0, uint64_t p1)
+{
+	for (uint64_t p = p0; p < p1;) {
+		if (!mapped(m, p) || (atomic_load(&m->st[p]) & PG_ANON)) {
+			p++;
+			continue;
+		}
+		uint64_t q = p;
+		while (q < p1 && mapped(m, q) &&
+		       !(atomic_load(&m->st[q]) & PG_ANON))
+			q++;
+		for (uint64_t i = p; i < q; i++)
+			freeze(m, i);
+		void *r = mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		for (uint64_t i = p; i < q; i++) {
+			unfreeze(m, i, r == MAP_FAILED ? 0 : PG_ANON, 0);
+			touch(m, i);
+		}
+		if (r == MAP_FAILED)
+			return -1;
+		p = q;
+	}
+	return 0;
+}
+
+/* Give the window's mapped bytes [a, b) the contents BUF (or zeros):
+ * the handle's own pending change, shown in its mappings. */
+static int show(struct oa_file *f, uint64_t a, uint64_t b, const char *buf)
+{
+	struct oa_map *m = f->map;
+	uint64_t sc;
+	if (b > m->npages * g_pg)
+		b = m->npages * g_pg;
+	if (a >= b)
+		return 0;
+	/* no file page beyond the committed end: memory of our own there */
+	if (oa_xfsize(f->tfd, &sc) < 0)
+		return -1;
+	uint64_t sp = (sc + g_pg - 1) / g_pg;
+	if (b > sp * g_pg &&
+	    back_anon(m, a / g_pg > sp ? a / g_pg : sp, (b + g_pg - 1) / g_pg) < 0)
+		return -1;
+	while (a < b) {
+		uint64_t p = a / g_pg;
+		uint64_t e = (p + 1) * g_pg < b ? (p + 1) * g_pg : b;
+		if (mapped(m, p)) {
+			unsigned char s = freeze(m, p);
+			int r;
+			if ((s & PG_STATE) == PG_CAPTURED) {
+				/* the program's stores wait in the page: the
+				 * change goes into page and base alike, so
+				 * that the compare finds only the stores */
+				if (buf)
+					memcpy(m->bases + a, buf, e - a);
+				else
+					memset(m->bases + a, 0, e - a);
+				atomic_store(&m->st[p], s);  /* still writable */
+				r = poke(m, m->win + a, buf, (size_t)(e - a));
+			} else {
+				r = poke(m, m->win + a, buf, (size_t)(e - a));
+				unfreeze(m, p, 0, 0);
+				touch(m, p);
+			}
+			if (r < 0)
+				return -1;
+		}
+		if (buf)
+			buf += e - a;
+		a = e;
+	}
+	return 0;
+}
+
+/* Show the handle's pending changes over the mapped bytes [a, b). */
+static int show_pending(struct oa_file *f, uint64_t a, uint64_t b)
+{
+	uint64_t sc;
+	if (!f->pending)
+		return 0;
+	if (oa_xfsize(f->tfd, &sc) < 0)
+		return -1;
+	uint64_t v = oa_view_size(f, sc);
+	if (b > v)
+		b = v;
+	if (a >= b)
+		return 0;
+	if (f->has_trunc && f->t_min < sc) {
+		uint64_t za = f->t_min > a ? f->t_min : a;
+		uint64_t zb = sc < b ? sc : b;
+		if (za < zb && show(f, za, zb, NULL) < 0)
+			return -1;
+	}
+	if (f->staged) {
+		uint64_t x = f->st_off > a ? f->st_off : a;
+		uint64_t y = f->st_off + f->st_len < b ? f->st_off + f->st_len : b;
+		if (x < y && show(f, x, y, (char *)f->st_buf + (x - f->st_off)) < 0)
+			return -1;
+		return 0;
+	}
+	if (oa_need_buf(f) < 0)
+		return -1;
+	for (void *c = oa_index_seek(f->ix, a); c; c = oa_index_next(f->ix, c)) {
+		struct oa_ext e;
+		uint64_t jo;
+		oa_index_get(c, &e);
+		if (e.off >= b)
+			break;
+		uint64_t x = e.off > a ? e.off : a;
+		uint64_t y = e.off + e.len < b ? e.off + e.len : b;
+		int fd = oa_ext_fd(f, &e, &jo);
+		while (x < y) {
+			size_t n = y - x < OA_BUF_BYTES ? (size_t)(y - x)
+							: OA_BUF_BYTES;
+			if (oa_pread_full(fd, f->buf, n,
+					  (off_t)(jo + (x - e.off))) < 0 ||
+			    show(f, x, x + n, (char *)f->buf) < 0)
+				return -1;
+			x += n;
+		}
+	}
+	return 0;
+}
+
+/* ---- moving stores into the transaction ---- */
+
+/* Add page P's stores (the bytes that differ from its base) to the
+ * transaction, up to the view's end V. */
+static int page_stores(struct oa_file *f, uint64_t p, uint64_t v)
+{
+	struct oa_map *m = f->map;
+	const unsigned char *pg = (unsigned char *)m->win + p * g_pg;
+	const unsigned char *bs = (unsigned char *)m->bases + p * g_pg;
+	uint64_t o0 = p * g_pg;
+	size_t lim = g_pg;
+	if (o0 >= v)
+		return 0;
+	if (v - o0 < lim)
+		lim = (size_t)(v - o0);
+	for (size_t i = 0; i < lim;) {
+		/* skip equal words, then bytes */
+		while (i + 8 <= lim && !memcmp(pg + i, bs + i, 8))
+			i += 8;
+		while (i < lim && pg[i] == bs[i])
+			i++;
+		if (i >= lim)
+			break;
+		size_t j = i + 1;
+		while (j < lim && pg[j] != bs[j])
+			j++;
+		struct iovec io = { (void *)(pg + i), j - i };
+		if (f->opt.max_txn_bytes &&
+		    f->txn_bytes + (j - i) > f->opt.max_txn_bytes) {
+			errno = EFBIG;
+			return -1;
+		}
+		if (oa_txn_write(f, &io, 1, j - i, o0 + i) != (ssize_t)(j - i))
+			return -1;
+		i = j;
+	}
+	return 0;
+}
+
+/*
+ * Move the stores waiting in captured pages that overlap [a, b) into the
+ * transaction (WRITE; an abort only drops them).  The pages are frozen and
+ * read-only first, so a store made meanwhile waits and lands after; they
+ * end TOUCHED (their contents are now pending bytes) and CLEAN, so the
+ * next store takes a new base - or, with KEEP_FROZEN (a commit, an abort),
+ * frozen until oa_map_end.
+ */
+static int flush_pages(struct oa_file *f, uint64_t a, uint64_t b,
+		       bool keep_frozen, bool write)
+{
+	struct oa_map *m = f->map;
+	uint32_t k = 0, w = 0, i;
+	uint64_t sc, v = 0;
+	int ret = 0;
+
+	if (atomic_load(&m->ndirty) == 0)
+		return 0;
+	uint64_t p0 = a / g_pg, p1 = b / g_pg + 1;
+	if (b == UINT64_MAX)
+		p1 = m->npages;
+	lk_take(m);
+	uint32_t n = atomic_load(&m->ndirty);
+	uint32_t *sel = malloc((size_t)n * sizeof(*sel) + 1);
+	if (!sel) {
+		lk_drop(m);
+		errno = ENOMEM;
+		return -1;
+	}
+	/* take the pages in range off the list (a page is listed before it
+	 * is CAPTURED, so freeze() below may wait for its fault to end) */
+	for (i = 0; i < n; i++) {
+		uint32_t p = m->dirty[i];
+		if (p >= p0 && p < p1 && (uint64_t)p * g_pg < b)
+			sel[k++] = p;
+		else
+			m->dirty[w++] = p;
+	}
+	atomic_store(&m->ndirty, w);
+	lk_drop(m);
+	if (k == 0) {
+		free(sel);
+		return 0;
+	}
+	for (i = 0; i < k; i++)
+		freeze(m, sel[i]);
+	qsort(sel, k, sizeof(*sel), cmp_u32);
+	if (protect_ro(m, sel, k) < 0)
+		goto relist_all;
+	atomic_fetch_sub(&g_captured, (long)k);
+	if (write) {
+		if (oa_xfsize(f->tfd, &sc) < 0)
+			goto relist_all_ro;
+		v = oa_view_size(f, sc);
+	}
+	for (i = 0; i < k; i++) {
+		if (write && page_stores(f, sel[i], v) < 0) {
+			ret = -1;
+			break;
+		}
+		touch(m, sel[i]);
+		if (!keep_frozen)
+			unfreeze(m, sel[i], 0, 0);
+	}
+	if (ret == 0) {
+		free(sel);
+		return 0;
+	}
+	/* a write failed at page I: the pages before it are pending (and
+	 * thaw), the rest keep their stores and bases */
+	if (keep_frozen)
+		for (uint32_t j = 0; j < i; j++)
+			unfreeze(m, sel[j], 0, 0);
+	k -= i;
+	memmove(sel, sel + i, (size_t)k * sizeof(*sel));
+relist_all_ro:
+	atomic_fetch_add(&g_captured, (long)k);
+relist_all:
+	{
+		int e = errno;
+		for (uint32_t j = 0; j < k; j++) {
+			uint32_t p = sel[j];
+			unsigned char s = atomic_load(&m->st[p]);
+			mprotect(m->win + (uint64_t)p * g_pg, g_pg,
+				 PROT_READ | PROT_WRITE);
+			list_add(m, p);
+			atomic_store(&m->st[p], (unsigned char)
+				     ((s & ~PG_STATE) | PG_CAPTURED));
+		}
+		free(sel);
+		errno = e;
+	}
+	return -1;
+}
+
+int oa_map_flush(struct oa_file *f, uint64_t a, uint64_t b)
+{
+	if (!f->map)
+		return 0;
+	return flush_pages(f, a, b, false, true);
+}
+
+/*
+ * A commit or an abort begins: every store into the transaction (COMMIT;
+ * an abort drops them), and every page that holds pending bytes frozen, so
+ * that no store lands between the transaction's end and oa_map_end.
+ */
+int oa_map_begin(struct oa_file *f, bool commit)
+{
+	struct oa_map *m = f->map;
+	if (!m)
+		return 0;
+	/* touched pages first: once frozen, none can be captured again
+	 * before the end (a captured one is listed, and flushed next) */
+	for (uint32_t i = 0; i < m->ntouched; i++)
+		freeze(m, m->touched[i]);
+	if (flush_pages(f, 0, UINT64_MAX, true, commit) < 0) {
+		for (uint32_t i = 0; i < m->ntouched; i++)
+			if ((atomic_load(&m->st[m->touched[i]]) & PG_STATE) ==
+			    PG_FROZEN)
+				unfreeze(m, m->touched[i], 0, 0);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * ... and ends.  DONE: the transaction is over (committed or dropped):
+ * every touched page goes back to the file's page (MADV_DONTNEED on the
+ * private copy), an anonymous one is mapped from the file again.  Else
+ * (the commit failed and its transaction is still pending) the pages keep
+ * the pending bytes.  Either way they thaw.
+ */
+void oa_map_end(struct oa_file *f, bool done)
+{
+	struct oa_map *m = f->map;
+	uint64_t sc = 0;
+	if (!m)
+		return;
+	if (!done) {
+		for (uint32_t i = 0; i < m->ntouched; i++)
+			unfreeze(m, m->touched[i], 0, 0);
+		return;
+	}
+	oa_xfsize(f->tfd, &sc);
+	atomic_store(&m->safe, (sc + g_pg - 1) / g_pg);
+	qsort(m->touched, m->ntouched, sizeof(*m->touched), cmp_u32);
+	for (uint32_t i = 0; i < m->ntouched;) {
+		uint32_t j = i + 1;
+		uint32_t p = m->touched[i];
+		bool anon = atomic_load(&m->st[p]) & PG_ANON;
+		while (j < m->ntouched && m->touched[j] == m->touched[j - 1] + 1 &&
+		       !(atomic_load(&m->st[m->touched[j]]) & PG_ANON) == !anon)
+			j++;
+		char *a = m->win + (uint64_t)p * g_pg;
+		size_t len = (size_t)(j - i) * g_pg;
+		if (anon)
+			mmap(a, len, PROT_READ, MAP_PRIVATE | MAP_FIXED, f->tfd,
+			     (off_t)((uint64_t)p * g_pg));
+		else
+			madvise(a, len, MADV_DONTNEED);
+		for (uint32_t q = i; q < j; q++)
+			unfreeze(m, m->touched[q], 0, PG_TOUCHED | PG_ANON);
+		i = j;
+	}
+	m->ntouched = 0;
+}
+
+/* ---- mapping and unmapping ---- */
+
+static void *anon(uint64_t len, int prot)
+{
+	void *p = mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS |
+		       MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void map_free(struct oa_map *m)
+{
+	if (!m)
+		return;
+	if (m->slot >= 0)
+		atomic_store(&g_maps[m->slot], NULL);
+	uint64_t np = m->npages;
+	long cap = 0;
+	for (uint32_t i = 0; i < atomic_load(&m->ndirty); i++)
+		cap++;
+	atomic_fetch_sub(&g_captured, cap);
+	if (m->win)
+		munmap(m->win, np * g_pg);
+	if (m->bases)
+		munmap(m->bases, np * g_pg);
+	if (m->st)
+		munmap((void *)m->st, np);
+	if (m->refs)
+		munmap(m->refs, np * 4);
+	if (m->dirty)
+		munmap(m->dirty, np * 4);
+	if (m->touched)
+		munmap(m->touched, np * 4);
+	free(m);
+}
+
+static struct oa_map *map_new(uint64_t end)
+{
+	struct oa_map *m = calloc(1, sizeof(*m));
+	uint64_t span = OA_MAP_MINWIN;
+	if (!m)
+		return NULL;
+	m->slot = -1;
+	while (span < end * 4 && span < (1ull << 46))
+		span <<= 1;
+	if (end > span) {
+		free(m);
+		errno = ENOMEM;
+		return NULL;
+	}
+	m->npages = span / g_pg;
+	if (m->npages > UINT32_MAX)
+		m->npages = UINT32_MAX;
+	m->win = anon(m->npages * g_pg, PROT_NONE);
+	m->bases = anon(m->npages * g_pg, PROT_READ | PROT_WRITE);
+	m->st = anon(m->npages, PROT_READ | PROT_WRITE);
+	m->refs = anon(m->npages * 4, PROT_READ | PROT_WRITE);
+	m->dirty = anon(m->npages * 4, PROT_READ | PROT_WRITE);
+	m->touched = anon(m->npages * 4, PROT_READ | PROT_WRITE);
+	if (!m->win || !m->bases || !m->st || !m->refs || !m->dirty ||
+	    !m->touched) {
+		map_free(m);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_lock(&g_lock);
+	for (int i = 0; i < OA_MAP_SLOTS; i++)
+		if (!atomic_load(&g_maps[i])) {
+			m->slot = i;
+			atomic_store(&g_maps[i], m);
+			break;
+		}
+	int ok = m->slot >= 0 && install() == 0;
+	pthread_mutex_unlock(&g_lock);
+	if (!ok) {
+		map_free(m);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return m;
+}
+
+void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off)
+{
+	struct oa_map *m;
+	uint64_t sc;
+	if (!g_pg)
+		g_pg = (size_t)sysconf(_SC_PAGESIZE);
+	if (length == 0 || (off & (g_pg - 1)) || (prot & ~(PROT_READ | PROT_WRITE)) ||
+	    length > (uint64_t)INT64_MAX - off) {
+		errno = EINVAL;
+		return NULL;
+	}
+	uint64_t end = off + length;
+	if (!f->map && !(f->map = map_new(end)))
+		return NULL;
+	m = f->map;
+	uint64_t p0 = off / g_pg, p1 = (end + g_pg - 1) / g_pg;
+	if (p1 > m->npages) {
+		errno = ENOMEM;   /* beyond the window reserved at the first */
+		return NULL;
+	}
+	if (oa_xfsize(f->tfd, &sc) < 0)
+		return NULL;
+	atomic_store(&m->safe, (sc + g_pg - 1) / g_pg);
+	/* map the file where nothing maps it yet, run by run */
+	for (uint64_t p = p0; p < p1;) {
+		if (m->refs[p]) {
+			p++;
+			continue;
+		}
+		uint64_t q = p;
+		while (q < p1 && !m->refs[q])
+			q++;
+		if (mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
+			 MAP_PRIVATE | MAP_FIXED, f->tfd,
+			 (off_t)(p * g_pg)) == MAP_FAILED) {
+			int e = errno;
+			/* undo the runs this call mapped */
+			for (uint64_t r = p0; r < p; r++)
+				if (!m->refs[r])
+					mmap(m->win + r * g_pg, g_pg, PROT_NONE,
+					     MAP_PRIVATE | MAP_ANONYMOUS |
+					     MAP_FIXED | MAP_NORESERVE, -1, 0);
+			errno = e;
+			return NULL;
+		}
+		/* pending bytes over the new pages: refs first, so that
+		 * show() sees them mapped */
+		for (uint64_t r = p; r < q; r++)
+			m->refs[r] = 1;   /* seen as mapped by show() */
+		if (show_pending(f, p * g_pg, q * g_pg) < 0) {
+			int e = errno;
+			for (uint64_t r = p; r < q; r++)
+				m->refs[r] = 0;
+			mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_NONE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+			     MAP_NORESERVE, -1, 0);
+			errno = e;
+			return NULL;
+		}
+		for (uint64_t r = p; r < q; r++)
+			m->refs[r] = 0;
+		p = q;
+	}
+	for (uint64_t p = p0; p < p1; p++)
+		m->refs[p] += 1u + ((prot & PROT_WRITE) ? 1u << 16 : 0);
+	return m->win + off;
+}
+
+int oa_map_remove(struct oa_file *f, void *addr, size_t length)
+{
+	struct oa_map *m = f->map;
+	if (!m || (uintptr_t)addr < (uintptr_t)m->win ||
+	    ((uintptr_t)addr & (g_pg - 1)) || length == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	uint64_t off = (uint64_t)((char *)addr - m->win);
+	uint64_t p0 = off / g_pg, p1 = (off + length + g_pg - 1) / g_pg;
+	if (p1 > m->npages) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (uint64_t p = p0; p < p1; p++)
+		if (!m->refs[p]) {
+			errno = EINVAL;
+			return -1;
+		}
+	/* the stores of pages about to go stay pending */
+	if (flush_pages(f, p0 * g_pg, p1 * g_pg, false, true) < 0)
+		return -1;
+	/* Count down; which of the mappings over a page was writable is not
+	 * kept, so the writable count drops with the last reference. */
+	for (uint64_t p = p0; p < p1; p++) {
+		uint32_t r = m->refs[p];
+		uint32_t all = r & 0xffff, w = r >> 16;
+		all--;
+		if (w > all)
+			w = all;
+		m->refs[p] = all | (w << 16);
+	}
+	for (uint64_t p = p0; p < p1;) {
+		if (m->refs[p]) {
+			p++;
+			continue;
+		}
+		uint64_t q = p;
+		while (q < p1 && !m->refs[q])
+			q++;
+		for (uint64_t r = p; r < q; r++)
+			freeze(m, r);
+		mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_NONE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+		     -1, 0);
+		for (uint64_t r = p; r < q; r++)
+			unfreeze(m, r, 0, PG_ANON);  /* TOUCHED: listed */
+		p = q;
+	}
+	return 0;
+}
+
+/* The handle wrote [off, off + total) into the transaction: its mappings
+ * show it. */
+int oa_map_wrote(struct oa_file *f, const struct iovec *iov, int iovcnt,
+		 uint64_t off)
+{
+	if (!f->map)
+		return 0;
+	uint64_t at = off;
+	for (int i = 0; i < iovcnt; i++) {
+		uint64_t a = at, b = at + iov[i].iov_len;
+		if (show(f, a, b, iov[i].iov_base) < 0)
+			return -1;
+		at = b;
+	}
+	return 0;
+}
+
+/* The handle truncated to LEN (the view was OLDV long): the mapped bytes
+ * between read as zeros, as the file does. */
+int oa_map_truncated(struct oa_file *f, uint64_t len, uint64_t oldv)
+{
+	struct oa_map *m = f->map;
+	if (!m)
+		return 0;
+	uint64_t a = len < oldv ? len : oldv, b = len < oldv ? oldv : len;
+	uint64_t wend = m->npages * g_pg;
+	if (b > wend)
+		b = wend;
+	if (a >= b)
+		return 0;
+	uint64_t pa = (a + g_pg - 1) / g_pg;   /* first whole page */
+	uint64_t pb = (b + g_pg - 1) / g_pg;
+	if (a < pa * g_pg && show(f, a, pa * g_pg < b ? pa * g_pg : b, NULL) < 0)
+		return -1;
+	/* whole pages: zeroed memory in their place */
+	for (uint64_t p = pa; p < pb;) {
+		if (!mapped(m, p)) {
+			p++;
+			continue;
+		}
+		uint64_t q = p;
+		while (q < pb && mapped(m, q))
+			q++;
+		for (uint64_t r = p; r < q; r++)
+			freeze(m, r);
+		void *x = mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		for (uint64_t r = p; r < q; r++) {
+			unfreeze(m, r, x == MAP_FAILED ? 0 : PG_ANON, 0);
+			touch(m, r);
+		}
+		if (x == MAP_FAILED)
+			return -1;
+		p = q;
+	}
+	return 0;
+}
+
+void oa_map_free(struct oa_file *f)
+{
+	map_free(f->map);
+	f->map = NULL;
+}
+
+const char *oa_map_tracking(void)
+{
+	return "fault";
+}

@@ -1,0 +1,415 @@
+/*
+ * conf_mmap.c - GUARANTEES.md §1-3 for stores through oa_mmap.
+ *
+ *  1. Stores are pending: no other handle, process or plain reader sees them
+ *     before oa_commit; after it everyone does; the handle's oa_pread sees
+ *     them before.
+ *  2. oa_abort and oa_close discard them; the mapping shows the committed
+ *     file again.
+ *  3. A commit carries exactly the bytes stored: another handle's commit to
+ *     the same page, after the store, is kept.
+ *  4. Coherence within the handle: the mapping shows the handle's pending
+ *     writes (made before or after mapping), two mappings of a range are one
+ *     memory, oa_munmap keeps the stores pending, truncation and growth
+ *     read as the file would.
+ *  5. Threads storing while the handle's thread commits lose nothing.
+ *  6. Errors; a program's own SIGSEGV handler still gets its faults; a
+ *     store into a read-only mapping still faults; fork.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#define PG 4096
+#define FSZ (64 * 1024)
+
+static unsigned char *pattern(size_t n, uint64_t seed)
+{
+	unsigned char *b = tu_malloc(n);
+	tu_fill(b, n, seed, 0);
+	return b;
+}
+
+struct expect {
+	const char *path;
+	const unsigned char *buf;
+	size_t n;
+};
+
+static int child_sees(void *arg)
+{
+	const struct expect *e = arg;
+	CHECK_FILE(e->path, e->buf, e->n, (off_t)e->n);
+	oa_file *f = tu_oa_open(e->path, O_RDONLY, 0);
+	CHECK_OA_VIEW(f, e->buf, e->n);
+	/* a mapping of another process shows the committed file */
+	unsigned char *m = oa_mmap(f, e->n, PROT_READ, 0);
+	CHECK(m != NULL);
+	CHECK_MEM(m, e->buf, e->n);
+	CHECK_OK(oa_munmap(f, m, e->n));
+	CHECK_OK(oa_close(f));
+	return 0;
+}
+
+static void others_see(const char *path, const unsigned char *buf, size_t n)
+{
+	struct expect e = { path, buf, n };
+	CHECK_FILE(path, buf, n, (off_t)n);
+	oa_file *g = tu_oa_open(path, O_RDONLY, 0);
+	CHECK_OA_VIEW(g, buf, n);
+	CHECK_OK(oa_close(g));
+	CHECK_CHILD_OK(tu_run_child(child_sees, &e));
+}
+
+/* ---- 1, 2 ---- */
+
+static void test_pending_commit_abort(void)
+{
+	const char *path = tu_path("basic");
+	unsigned char *old = pattern(FSZ, 1), *neu = pattern(FSZ, 1);
+	unsigned char got[FSZ];
+	tu_write_file(path, old, FSZ, 0644);
+
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	oa_file *r = tu_oa_open(path, O_RDONLY, 0);   /* opened before */
+	unsigned char *m = oa_mmap(w, FSZ, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	CHECK_MEM(m, old, FSZ);
+	/* stores in three pages, one spanning a page boundary */
+	memset(m + 10, 0xA1, 100);
+	memset(m + 5 * PG - 7, 0xB2, 20);
+	m[15 * PG + 4095] = 0xC3;
+	memset(neu + 10, 0xA1, 100);
+	memset(neu + 5 * PG - 7, 0xB2, 20);
+	neu[15 * PG + 4095] = 0xC3;
+	CHECK_MEM(m, neu, FSZ);
+	/* pending: nobody else sees them; the handle's reads do */
+	others_see(path, old, FSZ);
+	CHECK_OA_VIEW(r, old, FSZ);
+	tu_oa_pread(w, got, FSZ, 0);
+	CHECK_MEM(got, neu, FSZ);
+	/* a store after the read is pending too */
+	m[7] = 0xD4;
+	neu[7] = 0xD4;
+	CHECK_OK(oa_commit(w));
+	others_see(path, neu, FSZ);
+	CHECK_OA_VIEW(r, neu, FSZ);
+	CHECK_MEM(m, neu, FSZ);
+
+	/* abort: the stores go, the mapping shows the file */
+	memset(m + 3 * PG, 0xEE, 3 * PG);
+	tu_oa_pwrite(w, "written", 7, 100);
+	CHECK_OK(oa_abort(w));
+	CHECK_MEM(m, neu, FSZ);
+	others_see(path, neu, FSZ);
+
+	/* a second transaction through the same pages */
+	memset(m + 3 * PG, 0x11, 10);
+	memset(neu + 3 * PG, 0x11, 10);
+	CHECK_OK(oa_commit(w));
+	others_see(path, neu, FSZ);
+
+	/* close discards */
+	memset(m + 8 * PG, 0x99, PG);
+	CHECK_OK(oa_close(w));
+	others_see(path, neu, FSZ);
+	CHECK_OK(oa_close(r));
+	free(old);
+	free(neu);
+}
+
+/* ---- 3 ---- */
+
+static void test_byte_exact(void)
+{
+	const char *path = tu_path("exact");
+	unsigned char *want = pattern(FSZ, 2);
+	tu_write_file(path, want, FSZ, 0644);
+
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *m = oa_mmap(w, FSZ, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	m[2 * PG + 10] = 0x5A;           /* the page is copied here */
+	want[2 * PG + 10] = 0x5A;
+	/* another handle commits to the same page afterwards */
+	tu_oa_update(path, "other!", 6, 2 * PG + 100);
+	memcpy(want + 2 * PG + 100, "other!", 6);
+	/* and to a page this handle only reads */
+	tu_oa_update(path, "third", 5, 9 * PG);
+	memcpy(want + 9 * PG, "third", 5);
+	CHECK_OK(oa_commit(w));
+	others_see(path, want, FSZ);
+	/* after the commit the mapping shows both */
+	CHECK_MEM(m, want, FSZ);
+	CHECK_OK(oa_close(w));
+	free(want);
+}
+
+/* ---- 4 ---- */
+
+static void test_coherence(void)
+{
+	const char *path = tu_path("coh");
+	unsigned char *want = pattern(FSZ, 3);
+	unsigned char got[FSZ];
+	tu_write_file(path, want, FSZ, 0644);
+
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	/* pending before the mapping */
+	tu_oa_pwrite(w, "before", 6, 4 * PG + 1);
+	memcpy(want + 4 * PG + 1, "before", 6);
+	unsigned char *m = oa_mmap(w, FSZ, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	CHECK_MEM(m, want, FSZ);
+	/* a write after it, over a page stored to and one not */
+	m[6 * PG] = 0x77;
+	want[6 * PG] = 0x77;
+	tu_oa_pwrite(w, "after", 5, 6 * PG + 2);
+	memcpy(want + 6 * PG + 2, "after", 5);
+	tu_oa_pwrite(w, "clean", 5, 7 * PG + 2);
+	memcpy(want + 7 * PG + 2, "clean", 5);
+	CHECK_MEM(m, want, FSZ);
+	/* a store after the write wins over it */
+	m[6 * PG + 3] = 'X';
+	want[6 * PG + 3] = 'X';
+	/* a second mapping of an overlapping range is the same memory */
+	unsigned char *m2 = oa_mmap(w, 2 * PG, PROT_READ | PROT_WRITE, 6 * PG);
+	CHECK(m2 == m + 6 * PG);
+	m2[PG + 9] = 'Y';
+	want[7 * PG + 9] = 'Y';
+	CHECK(m[7 * PG + 9] == 'Y');
+	CHECK_OK(oa_munmap(w, m2, 2 * PG));
+	tu_oa_pread(w, got, FSZ, 0);
+	CHECK_MEM(got, want, FSZ);
+	/* unmapping keeps the stores pending; mapping again shows them */
+	m[12 * PG] = 'Z';
+	want[12 * PG] = 'Z';
+	CHECK_OK(oa_munmap(w, m, FSZ));
+	m = oa_mmap(w, FSZ, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	CHECK_MEM(m, want, FSZ);
+	unsigned char *old = pattern(FSZ, 3);
+	others_see(path, old, FSZ);
+	free(old);
+	CHECK_OK(oa_commit(w));
+	others_see(path, want, FSZ);
+	CHECK_OK(oa_close(w));
+	free(want);
+}
+
+static void test_size(void)
+{
+	const char *path = tu_path("size");
+	unsigned char *base = pattern(FSZ, 4);
+	unsigned char *want = tu_zalloc(2 * FSZ);
+	struct stat st;
+	tu_write_file(path, base, FSZ, 0644);
+
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	/* the window may reach beyond the end, as mmap(2)'s may */
+	unsigned char *m = oa_mmap(w, 2 * FSZ, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	/* shrink: bytes past the new end read as zeros */
+	m[3 * PG] = 0x42;                /* stored, then cut off */
+	CHECK_OK(oa_ftruncate(w, 10000));
+	for (size_t i = 10000; i < FSZ; i++)
+		CHECKF(m[i] == 0, "byte %zu is %d after truncate", i, m[i]);
+	/* grow with a write beyond the committed end */
+	tu_oa_pwrite(w, "grown", 5, FSZ + 100);
+	CHECK(!memcmp(m + FSZ + 100, "grown", 5));
+	/* a store in the grown part, within the new end, is pending */
+	m[FSZ + 50] = 0x33;
+	/* a store beyond the pending end is not part of the file */
+	m[FSZ + 200] = 0x44;
+	CHECK_OK(oa_fstat(w, &st));
+	CHECK_EQ(st.st_size, FSZ + 105);
+	CHECK_OK(oa_commit(w));
+	memcpy(want, base, 10000);
+	want[FSZ + 50] = 0x33;
+	memcpy(want + FSZ + 100, "grown", 5);
+	others_see(path, want, FSZ + 105);
+	CHECK_MEM(m, want, FSZ + 105);
+	CHECK_OK(oa_close(w));
+	free(base);
+	free(want);
+}
+
+/* ---- 5 ---- */
+
+#define NTHR 4
+#define ROUNDS 200
+struct thr {
+	unsigned char *m;
+	int id;
+};
+
+static void *storer(void *arg)
+{
+	struct thr *t = arg;
+	/* thread I owns bytes I, I + NTHR, ... of pages 0..15: each round
+	 * writes its round number there */
+	for (int r = 1; r <= ROUNDS; r++)
+		for (int p = 0; p < 16; p++)
+			t->m[p * PG + t->id * 8 + (r % 8) * 64] = (unsigned char)r;
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	const char *path = tu_path("thr");
+	unsigned char *zero = tu_zalloc(FSZ);
+	tu_write_file(path, zero, FSZ, 0644);
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *m = oa_mmap(w, FSZ, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	pthread_t th[NTHR];
+	struct thr t[NTHR];
+	for (int i = 0; i < NTHR; i++) {
+		t[i].m = m;
+		t[i].id = i;
+		CHECK_OK(pthread_create(&th[i], NULL, storer, &t[i]));
+	}
+	/* commits while the threads store */
+	for (int i = 0; i < 20; i++)
+		CHECK_OK(oa_commit(w));
+	for (int i = 0; i < NTHR; i++)
+		CHECK_OK(pthread_join(th[i], NULL));
+	CHECK_OK(oa_commit(w));
+	unsigned char *want = tu_zalloc(FSZ);
+	for (int i = 0; i < NTHR; i++)
+		for (int r = ROUNDS - 7; r <= ROUNDS; r++)
+			for (int p = 0; p < 16; p++)
+				want[p * PG + i * 8 + (r % 8) * 64] =
+					(unsigned char)r;
+	others_see(path, want, FSZ);
+	CHECK_OK(oa_close(w));
+	free(zero);
+	free(want);
+}
+
+/* ---- 6 ---- */
+
+static sigjmp_buf jb;
+static volatile int own_faults;
+static void own_handler(int sig, siginfo_t *si, void *uc)
+{
+	own_faults++;
+	siglongjmp(jb, 1);
+}
+
+static int child_ro_store(void *arg)
+{
+	/* the default action behind ours (not a sanitizer's report) */
+	signal(SIGSEGV, SIG_DFL);
+	oa_file *ro = tu_oa_open((const char *)arg, O_RDONLY, 0);
+	unsigned char *m = oa_mmap(ro, FSZ, PROT_READ, 0);
+	CHECK(m != NULL);
+	m[0] = 1;   /* must die by SIGSEGV */
+	return 3;
+}
+
+static int child_forked(void *arg)
+{
+	oa_file *w = arg;
+	/* the inherited handle may only be closed; its window goes */
+	CHECK_ERR(oa_commit(w), EBADF);
+	CHECK_OK(oa_close(w));
+	return 0;
+}
+
+static void test_errors_signals_fork(void)
+{
+	const char *path = tu_path("err");
+	unsigned char *base = pattern(FSZ, 5);
+	tu_write_file(path, base, FSZ, 0644);
+	oa_file *wo = tu_oa_open(path, O_WRONLY, 0);
+	oa_file *ro = tu_oa_open(path, O_RDONLY, 0);
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	CHECK_NULL_ERR(oa_mmap(wo, PG, PROT_READ, 0), EACCES);
+	CHECK_NULL_ERR(oa_mmap(ro, PG, PROT_READ | PROT_WRITE, 0), EACCES);
+	CHECK_NULL_ERR(oa_mmap(w, PG, PROT_READ, 100), EINVAL);
+	CHECK_NULL_ERR(oa_mmap(w, 0, PROT_READ, 0), EINVAL);
+	CHECK_NULL_ERR(oa_mmap(w, PG, PROT_READ | PROT_EXEC, 0), EINVAL);
+	CHECK_NULL_ERR(oa_mmap(w, PG, PROT_READ, -PG), EINVAL);
+	CHECK_NULL_ERR(oa_mmap(NULL, PG, PROT_READ, 0), EBADF);
+	char local[16];
+	CHECK_ERR(oa_munmap(w, local, 16), EINVAL);
+
+	/* a read-only mapping: stores fault as the program's own */
+	unsigned char *r = oa_mmap(ro, FSZ, PROT_READ, 0);
+	CHECK(r != NULL);
+	CHECK_MEM(r, base, FSZ);
+	int st = tu_wait(tu_fork(child_ro_store, (void *)path));
+	CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "child: %s",
+	       tu_status_str(st));
+
+	unsigned char *m = oa_mmap(w, FSZ, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+
+	/* fork: the child has the window and may only close */
+	m[0] ^= 0xff;
+	CHECK_CHILD_OK(tu_run_child(child_forked, w));
+	CHECK_OK(oa_commit(w));
+	base[0] ^= 0xff;
+	others_see(path, base, FSZ);
+	CHECK_OK(oa_close(w));
+	CHECK_OK(oa_close(ro));
+	CHECK_OK(oa_close(wo));
+	free(base);
+}
+
+/* A handler the program installed before its first oa_mmap gets the faults
+ * that are not the library's. */
+static int child_chain(void *arg)
+{
+	const char *path = arg;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = own_handler;
+	sa.sa_flags = SA_SIGINFO;
+	CHECK_OK(sigaction(SIGSEGV, &sa, NULL));
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *m = oa_mmap(w, FSZ, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	m[5] = 1;                        /* the library's */
+	char *own = mmap(NULL, PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	own_faults = 0;
+	if (sigsetjmp(jb, 1) == 0)
+		own[0] = 1;                  /* the program's */
+	CHECK_EQ(own_faults, 1);
+	m[PG + 5] = 2;
+	CHECK_OK(oa_commit(w));
+	CHECK_OK(oa_close(w));
+	return 0;
+}
+
+static void test_chain(void)
+{
+	const char *path = tu_path("chain");
+	unsigned char *base = tu_zalloc(FSZ);
+	tu_write_file(path, base, FSZ, 0644);
+	CHECK_CHILD_OK(tu_run_child(child_chain, (void *)path));
+	base[5] = 1;
+	base[PG + 5] = 2;
+	others_see(path, base, FSZ);
+	free(base);
+}
+
+int main(void)
+{
+	tu_alarm(240);
+	test_pending_commit_abort();
+	test_byte_exact();
+	test_coherence();
+	test_size();
+	test_threads();
+	test_errors_signals_fork();
+	test_chain();
+	return 0;
+}
