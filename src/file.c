@@ -1111,6 +1111,13 @@ int oa_commit(oa_file *f)
 	OA_ASSERT(oa_txn_state(f) <= OA_TXN_SHADOW);
 	/* the stores in mapped pages join the transaction; the pages stay
 	 * frozen until it is over (map.c) */
+	if (MUTANT(31)) {
+		int r0 = commit_txn(f);
+		if (oa_map_begin(f, true) < 0)
+			return -1;
+		oa_map_end(f, r0 == 0);
+		return r0;
+	}
 	if (oa_map_begin(f, true) < 0)
 		return -1;
 	int r = commit_txn(f);
@@ -1140,10 +1147,11 @@ int oa_abort(oa_file *f)
 	if (usable(f) < 0)
 		return -1;
 	OA_ASSERT(oa_txn_state(f) <= OA_TXN_SHADOW);
-	if (oa_map_begin(f, false) < 0)
+	if (!MUTANT(32) && oa_map_begin(f, false) < 0)
 		return -1;
 	oa_txn_drop(f);
-	oa_map_end(f, true);   /* the mappings show the committed file */
+	if (!MUTANT(32))
+		oa_map_end(f, true);   /* the mappings show the committed file */
 	if (reclaim(f) < 0) {
 		f->latched = errno == EIO;
 		return -1;

@@ -548,6 +548,11 @@ const char *oa_map_tracking(void);
  *  27  last close: extra journals holding commits newer than the durable
  *      checkpoint removed without writing it first (I14)
  *  28  recovery replays journals of an earlier era (I15)
+ *  30  mappings: a page stored to is missed (the last of each flush)
+ *  31  mappings: the stores join the transaction after its commit point
+ *      (they go with the next commit)
+ *  32  mappings: an abort leaves the aborted stores in the mapping (they
+ *      go with the next commit)
  */
 #ifndef OA_MUTANT
 #define OA_MUTANT 0

@@ -79,6 +79,8 @@ struct oa_map {
 				  * (at the last call); a capture's
 				  * neighbours are taken only there */
 	int slot;                /* in g_maps */
+	uint64_t backed;         /* mapped pages from the committed end's
+				  * page up to here are ANON (back_view) */
 };
 
 #define OA_MAP_SLOTS 1024
@@ -512,6 +514,29 @@ static int back_anon(struct oa_map *m, uint64_t p0, uint64_t p1)
 	return 0;
 }
 
+/* Every mapped page of the view that lies wholly beyond the committed
+ * end of the file is backed by memory (a file page there would raise
+ * SIGBUS): done incrementally, up to m->backed. */
+static int back_view(struct oa_file *f)
+{
+	struct oa_map *m = f->map;
+	uint64_t sc;
+	if (oa_xfsize(f->tfd, &sc) < 0)
+		return -1;
+	uint64_t sp = (sc + g_pg - 1) / g_pg;
+	uint64_t vp = (oa_view_size(f, sc) + g_pg - 1) / g_pg;
+	if (vp > m->npages)
+		vp = m->npages;
+	if (m->backed < sp)
+		m->backed = sp;
+	if (vp > m->backed) {
+		if (back_anon(m, m->backed, vp) < 0)
+			return -1;
+		m->backed = vp;
+	}
+	return 0;
+}
+
 /* Give the window's mapped bytes [a, b) the contents BUF (or zeros):
  * the handle's own pending change, shown in its mappings. */
 static int show(struct oa_file *f, uint64_t a, uint64_t b, const char *buf)
@@ -705,6 +730,12 @@ static int flush_pages(struct oa_file *f, uint64_t a, uint64_t b,
 		v = oa_view_size(f, sc);
 	}
 	for (i = 0; i < k; i++) {
+		if (MUTANT(30) && write && k > 1 && i == k - 1) {
+			touch(m, sel[i]);   /* its stores never reach the txn */
+			if (!keep_frozen)
+				unfreeze(m, sel[i], 0, 0);
+			continue;
+		}
 		if (write && page_stores(f, sel[i], v) < 0) {
 			ret = -1;
 			break;
@@ -795,6 +826,7 @@ void oa_map_end(struct oa_file *f, bool done)
 	}
 	oa_xfsize(f->tfd, &sc);
 	atomic_store(&m->safe, (sc + g_pg - 1) / g_pg);
+	m->backed = 0;
 	qsort(m->touched, m->ntouched, sizeof(*m->touched), cmp_u32);
 	for (uint32_t i = 0; i < m->ntouched;) {
 		uint32_t j = i + 1;
@@ -947,6 +979,14 @@ void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off)
 		 * show() sees them mapped */
 		for (uint64_t r = p; r < q; r++)
 			m->refs[r] = 1;   /* seen as mapped by show() */
+		/* new file pages where back_view put memory before */
+		uint64_t sp = (sc + g_pg - 1) / g_pg;
+		uint64_t bl = p > sp ? p : sp, bh = q < m->backed ? q : m->backed;
+		if (bl < bh && back_anon(m, bl, bh) < 0) {
+			for (uint64_t r = p; r < q; r++)
+				m->refs[r] = 0;
+			return NULL;
+		}
 		if (show_pending(f, p * g_pg, q * g_pg) < 0) {
 			int e = errno;
 			for (uint64_t r = p; r < q; r++)
@@ -963,6 +1003,8 @@ void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off)
 	}
 	for (uint64_t p = p0; p < p1; p++)
 		m->refs[p] += 1u + ((prot & PROT_WRITE) ? 1u << 16 : 0);
+	if (f->pending && back_view(f) < 0)
+		return NULL;   /* (mapped: oa_munmap or oa_close undoes it) */
 	return m->win + off;
 }
 
@@ -1026,6 +1068,8 @@ int oa_map_wrote(struct oa_file *f, const struct iovec *iov, int iovcnt,
 	if (!f->map)
 		return 0;
 	uint64_t at = off;
+	if (back_view(f) < 0)
+		return -1;
 	for (int i = 0; i < iovcnt; i++) {
 		uint64_t a = at, b = at + iov[i].iov_len;
 		if (show(f, a, b, iov[i].iov_base) < 0)
@@ -1048,6 +1092,8 @@ int oa_map_truncated(struct oa_file *f, uint64_t len, uint64_t oldv)
 		b = wend;
 	if (a >= b)
 		return 0;
+	if (back_view(f) < 0)
+		return -1;
 	uint64_t pa = (a + g_pg - 1) / g_pg;   /* first whole page */
 	uint64_t pb = (b + g_pg - 1) / g_pg;
 	if (a < pa * g_pg && show(f, a, pa * g_pg < b ? pa * g_pg : b, NULL) < 0)

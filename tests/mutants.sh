@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10 and 20-28)
+#   MUTANTS          which (default: all, 1-10, 20-28 and 30-32)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -51,6 +51,9 @@ declare -A what=(
 	[26]="last close cuts the control file back before the file's flush (I14)"
 	[27]="last close removes extra journals with commits the checkpoint does not cover (I14)"
 	[28]="recovery replays extra journals of an earlier era (I15)"
+	[30]="mappings: a page stored to is missed by the commit"
+	[31]="mappings: stores join the transaction after its commit point"
+	[32]="mappings: an abort leaves the aborted stores in the mapping"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -64,6 +67,9 @@ declare -A tests_of=(
 	[25]="conf_damage"   # damage after a kill: no other test damages
 	                     # an acknowledged commit in the boot that made it
 	[28]="conf_clean"    # an old journal put back beside a clean file
+	[30]="torture_kill"  # the mapping rounds: the simulator has no
+	[31]="torture_kill"  # mappings, so straight to the kill torture
+	[32]="torture_kill"
 )
 declare -A method_of=(
 	[20]="kernel"      # forced: AUTO uses RWF_ATOMIC only for what the

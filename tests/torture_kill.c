@@ -103,6 +103,7 @@ struct kres {
 	long zero_delay;
 	long rec_killed, rec_died_early;
 	long relay_rounds, relay_commits;
+	long map_rounds;
 	long kp_hit_at[8], kp_tried_at[8];
 	uint64_t final_k;
 };
@@ -376,6 +377,13 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 		uint64_t relay_delay = wl_below(&rr, 2) ? wl_below(&rr, 50000)
 							 : 0;
 		uint64_t k0 = v.m.k;
+		/* a third of the rounds store half their writes through
+		 * oa_mmap (drawn apart from RR: the other draws stay) */
+		int use_map = !c->mutant &&
+			      wl_mix(c->seed ^ ((uint64_t)round << 20) ^
+				     0x6d6d6170ULL) % 3 == 0;
+		if (use_map)
+			r->map_rounds++;
 
 		char s_seed[32], s_start[32], s_kp[16], s_ka[32], s_rt[16];
 		char s_span[32];
@@ -395,7 +403,9 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 					  (char *)"--ack-fd", (char *)"@ACK",
 					  (char *)"--relay-fd", (char *)"@RELAY",
 					  (char *)"--max-txns", s_rt,
-					  (char *)"--span", s_span, NULL };
+					  (char *)"--span", s_span,
+					  (char *)"--mmap", use_map ? "1" : "0",
+					  NULL };
 			pid2 = tort_spawn(argv2, &afd2, &rfd2);
 			if (!collect(pid2, afd2, wl_now_us() + 10000000, &al, 1)) {
 				int st2 = tort_wait_child(pid2);
@@ -425,6 +435,10 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 		argv[n++] = (char *)"@ACK";
 		argv[n++] = (char *)"--span";
 		argv[n++] = s_span;
+		if (use_map) {
+			argv[n++] = (char *)"--mmap";
+			argv[n++] = (char *)"1";
+		}
 		if (use_kp) {
 			argv[n++] = (char *)"--killpoint";
 			argv[n++] = s_kp;
@@ -594,8 +608,9 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 				"writer died committing)"
 				: use_kp ? "killpoint round" : "timed kill");
 			fprintf(stderr, "  writer: %s writer %s %s --span %s "
-				"--start %s --ack-fd N%s%s%s%s (delay %" PRIu64
+				"--start %s --ack-fd N%s%s%s%s%s (delay %" PRIu64
 				" us)\n", tort_self_exe, file, s_seed, s_span, s_start,
+				use_map ? " --mmap 1" : "",
 				use_kp ? " --killpoint " : "", use_kp ? s_kp : "",
 				use_kp ? " --kill-after " : "", use_kp ? s_ka : "",
 				delay);
@@ -708,6 +723,7 @@ static void kres_add(struct kres *t, const struct kres *r)
 	t->rec_killed += r->rec_killed;
 	t->rec_died_early += r->rec_died_early;
 	t->relay_rounds += r->relay_rounds;
+	t->map_rounds += r->map_rounds;
 	t->relay_commits += r->relay_commits;
 	for (int p = 0; p < 8; p++) {
 		t->kp_hit_at[p] += r->kp_hit_at[p];
@@ -840,6 +856,8 @@ static int cmd_kill(int argc, char **argv, int i)
 	printf("  relay rounds (a second handle takes over from a dead "
 	       "committer) %ld, their commits %ld\n", r.relay_rounds,
 	       r.relay_commits);
+	printf("  mapping rounds (half the writes stored through oa_mmap) %ld\n",
+	       r.map_rounds);
 	printf("  interrupted recoveries %ld (%ld finished or hit their kill "
 	       "point first)\n", r.rec_killed, r.rec_died_early);
 	printf("  killpoint rounds %ld, hit %ld; per point hit/tried:",

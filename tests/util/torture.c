@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -178,13 +179,35 @@ static uint64_t w_size(oa_file *f, const char *file)
 	return (uint64_t)st.st_size;
 }
 
+/* With --mmap: the handle's mapping of the sequence's whole reach. */
+static uint8_t *w_map(oa_file *f, const struct tort_wopts *o)
+{
+	if (!o->mmap)
+		return NULL;
+	uint8_t *m = oa_mmap(f, (size_t)tort_cap(o->span), PROT_READ | PROT_WRITE,
+			     0);
+	if (!m)
+		tort_die(2, "oa_mmap", o->file);
+	return m;
+}
+
 static void w_write(oa_file *f, const struct tort_wopts *o, const struct tort_plan *p,
-		    const struct tort_op *op, uint8_t *buf, uint8_t *rb)
+		    const struct tort_op *op, uint8_t *buf, uint8_t *rb,
+		    uint8_t *map, uint64_t size)
 {
 	ssize_t n;
 
 	wl_fill(buf, op->len, op->dseed);
-	if (op->vec && op->len >= 3) {
+	if (map && tort_map_store(op)) {
+		/* a store through the mapping: the file is grown first (a
+		 * store past the end is not part of the file), as a program
+		 * growing a mapped file does */
+		if (op->off + op->len > size &&
+		    oa_ftruncate(f, (off_t)(op->off + op->len)) < 0)
+			tort_die(2, "oa_ftruncate (grow for a store)", o->file);
+		memcpy(map + op->off, buf, (size_t)op->len);
+		n = (ssize_t)op->len;
+	} else if (op->vec && op->len >= 3) {
 		/* two cuts at places derived from the data seed */
 		uint64_t c1 = 1 + wl_mix(op->dseed) % (op->len - 1);
 		uint64_t c2 = 1 + wl_mix(op->dseed + 1) % (op->len - 1);
@@ -254,6 +277,7 @@ int tort_run_writer(const struct tort_wopts *o)
 			tort_die(2, "read relay", NULL);
 	}
 	uint64_t size = w_size(f, o->file);
+	uint8_t *map = w_map(f, o);
 
 	for (uint64_t k = start + 1;
 	     !o->max_txns || k <= start + o->max_txns; k++) {
@@ -264,7 +288,7 @@ int tort_run_writer(const struct tort_wopts *o)
 		for (int i = 0; i < p.nops; i++) {
 			const struct tort_op *op = &p.ops[i];
 			if (op->kind == TORT_WRITE) {
-				w_write(f, o, &p, op, buf, rb);
+				w_write(f, o, &p, op, buf, rb, map, size);
 				if (op->off + op->len > size)
 					size = op->off + op->len;
 			} else {
@@ -304,6 +328,7 @@ int tort_run_writer(const struct tort_wopts *o)
 			if (oa_close(f) < 0)
 				tort_die(2, "oa_close", o->file);
 			f = tort_w_open(o->file);
+			map = w_map(f, o);
 			if (w_size(f, o->file) != size) {
 				fprintf(stderr, "torture: %s seed %" PRIu64 " txn %"
 					PRIu64 ": size after reopen %" PRIu64
@@ -475,6 +500,8 @@ void tort_parse_wopts(struct tort_wopts *o, int argc, char **argv, int i)
 			o->span = tort_parse_span(v);
 		else if (!strcmp(a, "--broken"))
 			o->broken = v;
+		else if (!strcmp(a, "--mmap"))
+			o->mmap = (int)tort_parse_u64(v, a);
 		else {
 			fprintf(stderr, "torture: unknown option %s\n", a);
 			exit(1);

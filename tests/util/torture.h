@@ -340,10 +340,19 @@ struct tort_wopts {
 	int relay_fd;           /* -1: none */
 	uint64_t span;          /* of the sequence (tort_plan) */
 	const char *broken;     /* the pair's writer: --broken */
+	int mmap;               /* --mmap 1: half the writes are stores
+				 * through oa_mmap (tort_map_store) */
 };
 
 #define TORT_WOPTS_INIT { NULL, 0, 0, -1, NULL, NULL, 0, 0, 0, -1, TORT_SPAN, \
-			  NULL }
+			  NULL, 0 }
+
+/* With --mmap, whether write OP goes through the mapping: a pure function
+ * of its data seed, so the same writes do in every run of a seed. */
+static inline int tort_map_store(const struct tort_op *op)
+{
+	return (wl_mix(op->dseed ^ 0x6d6d6170ULL) & 1) != 0;
+}
 /* Writer options after the positional arguments: ARGV[I..]. */
 void tort_parse_wopts(struct tort_wopts *o, int argc, char **argv, int i);
 
