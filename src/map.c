@@ -858,17 +858,36 @@ static void *anon(uint64_t len, int prot)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+static void map_unalloc(struct oa_map *m);
+
 static void map_free(struct oa_map *m)
 {
 	if (!m)
 		return;
 	if (m->slot >= 0)
 		atomic_store(&g_maps[m->slot], NULL);
+	atomic_fetch_sub(&g_captured, (long)atomic_load(&m->ndirty));
+	map_unalloc(m);
+	free(m);
+}
+
+/* The arrays of a window of NPAGES pages; false when out of memory or
+ * address space. */
+static bool map_alloc(struct oa_map *m, uint64_t npages)
+{
+	m->npages = npages;
+	m->win = anon(npages * g_pg, PROT_NONE);
+	m->bases = anon(npages * g_pg, PROT_READ | PROT_WRITE);
+	m->st = anon(npages, PROT_READ | PROT_WRITE);
+	m->refs = anon(npages * 4, PROT_READ | PROT_WRITE);
+	m->dirty = anon(npages * 4, PROT_READ | PROT_WRITE);
+	m->touched = anon(npages * 4, PROT_READ | PROT_WRITE);
+	return m->win && m->bases && m->st && m->refs && m->dirty && m->touched;
+}
+
+static void map_unalloc(struct oa_map *m)
+{
 	uint64_t np = m->npages;
-	long cap = 0;
-	for (uint32_t i = 0; i < atomic_load(&m->ndirty); i++)
-		cap++;
-	atomic_fetch_sub(&g_captured, cap);
 	if (m->win)
 		munmap(m->win, np * g_pg);
 	if (m->bases)
@@ -881,35 +900,38 @@ static void map_free(struct oa_map *m)
 		munmap(m->dirty, np * 4);
 	if (m->touched)
 		munmap(m->touched, np * 4);
-	free(m);
+	m->win = m->bases = NULL;
+	m->st = NULL;
+	m->refs = m->dirty = m->touched = NULL;
 }
 
+/*
+ * A handle's window: address space (and as much again for the bases)
+ * reserved, not memory - nothing is touched until used.  Mappings made
+ * later must end inside it, so it is generous: 16 GiB or four times the
+ * first mapping's end; where the process may not have that much address
+ * space (ulimit -v, vm.overcommit_memory=2), twice the end, then the end.
+ */
 static struct oa_map *map_new(uint64_t end)
 {
 	struct oa_map *m = calloc(1, sizeof(*m));
-	uint64_t span = OA_MAP_MINWIN;
 	if (!m)
 		return NULL;
 	m->slot = -1;
-	while (span < end * 4 && span < (1ull << 46))
-		span <<= 1;
-	if (end > span) {
-		free(m);
-		errno = ENOMEM;
-		return NULL;
+	uint64_t want[3] = { OA_MAP_MINWIN, 2 * end, end };
+	while (want[0] < 4 * end && want[0] < (1ull << 46))
+		want[0] <<= 1;
+	bool ok = false;
+	for (int i = 0; i < 3 && !ok; i++) {
+		uint64_t np = (want[i] + g_pg - 1) / g_pg;
+		if (np < (end + g_pg - 1) / g_pg || np > UINT32_MAX)
+			continue;
+		ok = map_alloc(m, np);
+		if (!ok)
+			map_unalloc(m);
 	}
-	m->npages = span / g_pg;
-	if (m->npages > UINT32_MAX)
-		m->npages = UINT32_MAX;
-	m->win = anon(m->npages * g_pg, PROT_NONE);
-	m->bases = anon(m->npages * g_pg, PROT_READ | PROT_WRITE);
-	m->st = anon(m->npages, PROT_READ | PROT_WRITE);
-	m->refs = anon(m->npages * 4, PROT_READ | PROT_WRITE);
-	m->dirty = anon(m->npages * 4, PROT_READ | PROT_WRITE);
-	m->touched = anon(m->npages * 4, PROT_READ | PROT_WRITE);
-	if (!m->win || !m->bases || !m->st || !m->refs || !m->dirty ||
-	    !m->touched) {
-		map_free(m);
+	if (!ok) {
+		free(m);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -920,9 +942,9 @@ static struct oa_map *map_new(uint64_t end)
 			atomic_store(&g_maps[i], m);
 			break;
 		}
-	int ok = m->slot >= 0 && install() == 0;
+	int r = m->slot >= 0 ? install() : -1;
 	pthread_mutex_unlock(&g_lock);
-	if (!ok) {
+	if (r < 0) {
 		map_free(m);
 		errno = ENOMEM;
 		return NULL;

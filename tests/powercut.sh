@@ -267,7 +267,7 @@ run_fs() {
 	MNT=$mnt
 
 	local file=$mnt/f ack=$W/$fs.ack big=$W/$fs.big model=$W/$fs.model
-	local log=$W/$fs.log start=0 ok=0 viol=0 i inflight=0 bigcuts=0 commits=0
+	local log=$W/$fs.log start=0 ok=0 viol=0 i inflight=0 bigcuts=0 mapcuts=0 commits=0
 	local fseed=$((SEED + ${#tag})) span= s spans=
 	fs=$tag   # in the messages below
 	local t0=$(date +%s)
@@ -288,6 +288,11 @@ run_fs() {
 		local wargs=(cut "$file" $fseed "$ack" --start $start --span $span)
 		[ -n "$MUTANT" ] && wargs=(mutant "$MUTANT" "$file" $fseed --ack-file "$ack" --start $start --span $span)
 		[ $usebig = 1 ] && wargs+=(--big-flag "$big")
+		# every third cut: half the writes are stores through oa_mmap
+		if [ -z "$MUTANT" ] && [ $((i % 3)) = 0 ]; then
+			wargs+=(--mmap 1)
+			mapcuts=$((mapcuts + 1))
+		fi
 		"$T" "${wargs[@]}" >>"$log" 2>&1 &
 		WPID=$!
 		if ! wait_for "$ack" $WPID 30; then
@@ -366,7 +371,7 @@ run_fs() {
 	esac
 	cleanup
 	local secs=$(( $(date +%s) - t0 ))
-	echo "$fs: cuts=$((ok + viol)) ok=$ok violations=$viol (seed $fseed, ${secs}s, spans$spans, commits $commits, in-flight commit survived $inflight, cuts during a big transaction $bigcuts, final txn $start); pair cuts=$pok (commits $pcommits, in-flight survived $pinf, final txns $sa $sb)"
+	echo "$fs: cuts=$((ok + viol)) ok=$ok violations=$viol (seed $fseed, ${secs}s, spans$spans, commits $commits, in-flight commit survived $inflight, cuts during a big transaction $bigcuts, cuts with stores through mappings $mapcuts, final txn $start); pair cuts=$pok (commits $pcommits, in-flight survived $pinf, final txns $sa $sb)"
 	violations_total=$((violations_total + viol))
 	[ $viol = 0 ] && [ $ok = "$CUTS" ] && [ $pok = "$npair" ] || return 1
 	rm -f "$img" "$ack" "$big" "$model" "$log" "$pa" "$pb"
