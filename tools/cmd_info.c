@@ -81,7 +81,8 @@ static void print_json(const char *path, const struct oa_ioinfo *io)
 	printf(",\n  \"rwf_atomic\": %s", io->rwf_atomic ? "true" : "false");
 	printf(",\n  \"reflink\": %s", io->reflink ? "true" : "false");
 	printf(",\n  \"exchange\": %s", io->exchange ? "true" : "false");
-	printf(",\n  \"max_txn_bytes\": %" PRIu64 "\n}\n", io->max_txn_bytes);
+	printf(",\n  \"max_txn_bytes\": %" PRIu64, io->max_txn_bytes);
+	printf(",\n  \"map_tracking\": \"%s\"\n}\n", io->map_tracking);
 }
 
 static void row(const char *label, const char *value)
@@ -137,6 +138,7 @@ static void print_table(const char *path, const struct oa_ioinfo *io)
 	row("RWF_ATOMIC works", io->rwf_atomic ? "yes" : "no");
 	row("reflink works", io->reflink ? "yes" : "no");
 	row("range exchange works", io->exchange ? "yes" : "no");
+	row("mapping stores found by", io->map_tracking);
 	row("largest transaction", human_bytes(io->max_txn_bytes, v, sizeof(v)));
 }
 
