@@ -61,6 +61,8 @@ enum {
 	PG_CLEAN = 0, PG_CAPTURING = 1, PG_CAPTURED = 2, PG_FROZEN = 3,
 	PG_STATE = 3,
 	PG_TOUCHED = 4, PG_ANON = 8,
+	PG_SPILLED = 16,  /* the page is the spill file's (MAP_SHARED) */
+	PG_BSPILL = 32,   /* its base is in the spill file */
 };
 
 struct oa_map {
@@ -74,13 +76,22 @@ struct oa_map {
 	_Atomic uint32_t ndirty;
 	atomic_flag lk;          /* guards dirty/ndirty (faults append) */
 	uint32_t *touched;       /* pages with PG_TOUCHED */
-	uint32_t ntouched;
+	_Atomic uint32_t ntouched;
 	_Atomic uint64_t safe;   /* pages below this one are in the file
 				  * (at the last call); a capture's
 				  * neighbours are taken only there */
 	int slot;                /* in g_maps */
 	uint64_t backed;         /* mapped pages from the committed end's
 				  * page up to here are ANON (back_view) */
+	/* spilling (spill_some): pages of memory the transaction holds
+	 * (copies and bases), the most it may, the spill file (-1 none
+	 * yet, -2 none possible) and the journal's directory to make it in */
+	_Atomic long resident;
+	long limit;
+	_Atomic int sfd;
+	int dfd;
+	_Atomic bool nospill;
+	unsigned char *tmp;      /* a page: a spilled base, read back */
 };
 
 #define OA_MAP_SLOTS 1024
@@ -221,8 +232,12 @@ static bool capture(struct oa_map *m, uint64_t p)
 				unsigned char s = atomic_load(&m->st[j]);
 				if (r == 0) {
 					list_add(m, j);
+					/* a copy and a base, or (spilled) a base */
+					atomic_fetch_add(&m->resident,
+							 (s & PG_SPILLED) ? 1 : 2);
 					atomic_store(&m->st[j], (unsigned char)
-						     ((s & ~PG_STATE) | PG_CAPTURED));
+						     ((s & ~PG_STATE & ~PG_BSPILL) |
+						      PG_CAPTURED));
 					if (j == p)
 						got_p = true;
 				} else {
@@ -236,6 +251,125 @@ static bool capture(struct oa_map *m, uint64_t p)
 		}
 	}
 	return got_p;
+}
+
+/*
+ * Spilling (disk-bounded stores).  A transaction's stores live in memory:
+ * each page stored to is a private copy, and its base another page.  Past
+ * m->limit pages, the fault that captures a page moves others out of
+ * memory into the spill file, an unlinked file (O_TMPFILE) in the
+ * journal's directory: the page's contents at its file offset, mapped
+ * shared in its place (the kernel writes it back and frees the memory as
+ * it needs), its base at the window's length plus the offset.  The compare
+ * at the commit reads the base from there.  Only system calls and atomics:
+ * this runs in the handler.  A spill that fails (a full disk) stops
+ * spilling until the transaction ends; the stores stay in memory.
+ */
+static int spill_file(struct oa_map *m)
+{
+	int fd = atomic_load(&m->sfd);
+	if (fd >= 0 || fd == -2)
+		return fd;
+	fd = openat(m->dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	int exp = -1;
+	if (!atomic_compare_exchange_strong(&m->sfd, &exp, fd < 0 ? -2 : fd)) {
+		if (fd >= 0)
+			close(fd);   /* another thread made one first */
+		return atomic_load(&m->sfd);
+	}
+	return fd < 0 ? -2 : fd;
+}
+
+static bool put_all(int fd, const void *buf, size_t n, off_t off)
+{
+	while (n) {
+		ssize_t r = pwrite(fd, buf, n, off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		buf = (const char *)buf + r;
+		n -= (size_t)r;
+		off += r;
+	}
+	return true;
+}
+
+/* Move page P's copy and base out of memory, as far as they are in it.
+ * False when the spill file cannot take them. */
+static bool spill_page(struct oa_map *m, uint64_t p, int fd)
+{
+	unsigned char s = atomic_load(&m->st[p]);
+	unsigned c = s & PG_STATE;
+	bool cap = c == PG_CAPTURED;
+	if (!(cap || (c == PG_CLEAN && (s & PG_TOUCHED))) ||
+	    ((s & PG_SPILLED) && (!cap || (s & PG_BSPILL))))
+		return true;   /* nothing of it in memory, or not ours now */
+	if (!atomic_compare_exchange_strong(&m->st[p], &s, (unsigned char)
+					    ((s & ~PG_STATE) | PG_CAPTURING)))
+		return true;
+	char *pa = m->win + p * g_pg;
+	unsigned char ns = s;
+	long freed = 0;
+	if (cap && mprotect(pa, g_pg, PROT_READ) < 0)
+		goto back;
+	if (cap && !(s & PG_BSPILL)) {
+		if (!put_all(fd, m->bases + p * g_pg, g_pg,
+			     (off_t)((m->npages + p) * g_pg)))
+			goto back_rw;
+		madvise(m->bases + p * g_pg, g_pg, MADV_DONTNEED);
+		ns |= PG_BSPILL;
+		freed++;
+	}
+	if (!(s & PG_SPILLED)) {
+		if (!put_all(fd, pa, g_pg, (off_t)(p * g_pg)) ||
+		    mmap(pa, g_pg, cap ? PROT_READ | PROT_WRITE : PROT_READ,
+			 MAP_SHARED | MAP_FIXED, fd, (off_t)(p * g_pg)) ==
+		    MAP_FAILED) {
+			atomic_fetch_sub(&m->resident, freed);
+			goto back_rw_ns;
+		}
+		ns |= PG_SPILLED;
+		freed++;
+	} else if (cap) {
+		mprotect(pa, g_pg, PROT_READ | PROT_WRITE);
+	}
+	atomic_fetch_sub(&m->resident, freed);
+	atomic_store(&m->st[p], ns);
+	return true;
+back_rw_ns:
+	s = ns;
+back_rw:
+	if (cap)
+		mprotect(pa, g_pg, PROT_READ | PROT_WRITE);
+back:
+	atomic_store(&m->st[p], s);
+	return false;
+}
+
+/* Spill pages until the transaction holds an eighth under its limit:
+ * pages that only hold pending bytes first, then captured ones. */
+static void spill_some(struct oa_map *m)
+{
+	int fd = spill_file(m);
+	if (fd < 0) {
+		atomic_store(&m->nospill, true);
+		return;
+	}
+	long target = m->limit - m->limit / 8;
+	for (int pass = 0; pass < 2; pass++) {
+		uint32_t *list = pass ? m->dirty : m->touched;
+		uint32_t n = pass ? atomic_load(&m->ndirty)
+				  : atomic_load(&m->ntouched);
+		for (uint32_t i = 0; i < n; i++) {
+			if (atomic_load(&m->resident) <= target)
+				return;
+			if (!spill_page(m, list[i], fd)) {
+				atomic_store(&m->nospill, true);
+				return;
+			}
+		}
+	}
 }
 
 static void on_segv(int sig, siginfo_t *si, void *uc)
@@ -254,6 +388,10 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 				}
 				if (s == PG_CLEAN) {
 					if (capture(m, p)) {
+						if (atomic_load(&m->resident) >
+						    m->limit &&
+						    !atomic_load(&m->nospill))
+							spill_some(m);
 						errno = e;
 						return;
 					}
@@ -378,9 +516,26 @@ static void touch(struct oa_map *m, uint64_t p)
 	while (!(s & PG_TOUCHED)) {
 		if (atomic_compare_exchange_weak(&m->st[p], &s,
 						 (unsigned char)(s | PG_TOUCHED))) {
-			m->touched[m->ntouched++] = (uint32_t)p;
+			uint32_t t = atomic_load(&m->ntouched);
+			m->touched[t] = (uint32_t)p;
+			atomic_store(&m->ntouched, t + 1);
+			/* a page copied by the library's own write (a
+			 * captured one was counted when it was captured) */
+			if (!(s & PG_SPILLED) &&
+			    (s & PG_STATE) != PG_CAPTURED)
+				atomic_fetch_add(&m->resident, 1);
 			return;
 		}
+	}
+}
+
+/* Page P's base is no longer needed. */
+static void free_base(struct oa_map *m, uint64_t p)
+{
+	unsigned char s = atomic_load(&m->st[p]);
+	if (!(s & PG_BSPILL)) {
+		madvise(m->bases + p * g_pg, g_pg, MADV_DONTNEED);
+		atomic_fetch_sub(&m->resident, 1);
 	}
 }
 
@@ -490,14 +645,16 @@ static bool mapped(const struct oa_map *m, uint64_t p)
  * page to show: anonymous zeroed memory takes their place (ANON). */
 static int back_anon(struct oa_map *m, uint64_t p0, uint64_t p1)
 {
+	/* (a page holding pending bytes is memory already) */
+	const unsigned keep = PG_ANON | PG_TOUCHED | PG_SPILLED | PG_STATE;
 	for (uint64_t p = p0; p < p1;) {
-		if (!mapped(m, p) || (atomic_load(&m->st[p]) & PG_ANON)) {
+		if (!mapped(m, p) || (atomic_load(&m->st[p]) & keep)) {
 			p++;
 			continue;
 		}
 		uint64_t q = p;
 		while (q < p1 && mapped(m, q) &&
-		       !(atomic_load(&m->st[q]) & PG_ANON))
+		       !(atomic_load(&m->st[q]) & keep))
 			q++;
 		for (uint64_t i = p; i < q; i++)
 			freeze(m, i);
@@ -564,12 +721,20 @@ static int show(struct oa_file *f, uint64_t a, uint64_t b, const char *buf)
 				/* the program's stores wait in the page: the
 				 * change goes into page and base alike, so
 				 * that the compare finds only the stores */
-				if (buf)
-					memcpy(m->bases + a, buf, e - a);
-				else
-					memset(m->bases + a, 0, e - a);
+				static const char zeros[65536];
+				const char *src = buf ? buf : zeros;
+				r = 0;
+				if (!(s & PG_BSPILL))
+					memcpy(m->bases + a, src, e - a);
+				else if (e - a > sizeof(zeros) ||
+					 !put_all(atomic_load(&m->sfd), src,
+						  (size_t)(e - a), (off_t)
+						  (m->npages * g_pg + a)))
+					r = -1;
 				atomic_store(&m->st[p], s);  /* still writable */
-				r = poke(m, m->win + a, buf, (size_t)(e - a));
+				if (r == 0)
+					r = poke(m, m->win + a, buf,
+						 (size_t)(e - a));
 			} else {
 				r = poke(m, m->win + a, buf, (size_t)(e - a));
 				unfreeze(m, p, 0, 0);
@@ -645,6 +810,13 @@ static int page_stores(struct oa_file *f, uint64_t p, uint64_t v)
 	const unsigned char *pg = (unsigned char *)m->win + p * g_pg;
 	const unsigned char *bs = (unsigned char *)m->bases + p * g_pg;
 	uint64_t o0 = p * g_pg;
+	if (atomic_load(&m->st[p]) & PG_BSPILL) {
+		/* the base is in the spill file */
+		if (oa_pread_full(atomic_load(&m->sfd), m->tmp, g_pg,
+				  (off_t)((m->npages + p) * g_pg)) < 0)
+			return -1;
+		bs = m->tmp;
+	}
 	size_t lim = g_pg;
 	if (o0 >= v)
 		return 0;
@@ -741,6 +913,7 @@ static int flush_pages(struct oa_file *f, uint64_t a, uint64_t b,
 			break;
 		}
 		touch(m, sel[i]);
+		free_base(m, sel[i]);
 		if (!keep_frozen)
 			unfreeze(m, sel[i], 0, 0);
 	}
@@ -819,34 +992,47 @@ void oa_map_end(struct oa_file *f, bool done)
 	uint64_t sc = 0;
 	if (!m)
 		return;
+	uint32_t n = atomic_load(&m->ntouched);
 	if (!done) {
-		for (uint32_t i = 0; i < m->ntouched; i++)
+		for (uint32_t i = 0; i < n; i++)
 			unfreeze(m, m->touched[i], 0, 0);
 		return;
 	}
 	oa_xfsize(f->tfd, &sc);
 	atomic_store(&m->safe, (sc + g_pg - 1) / g_pg);
 	m->backed = 0;
-	qsort(m->touched, m->ntouched, sizeof(*m->touched), cmp_u32);
-	for (uint32_t i = 0; i < m->ntouched;) {
+	qsort(m->touched, n, sizeof(*m->touched), cmp_u32);
+	/* a page of our own memory or of the spill file gets the file's page
+	 * again; a private copy of the file's page is dropped */
+	const unsigned other = PG_ANON | PG_SPILLED;
+	for (uint32_t i = 0; i < n;) {
 		uint32_t j = i + 1;
 		uint32_t p = m->touched[i];
-		bool anon = atomic_load(&m->st[p]) & PG_ANON;
-		while (j < m->ntouched && m->touched[j] == m->touched[j - 1] + 1 &&
-		       !(atomic_load(&m->st[m->touched[j]]) & PG_ANON) == !anon)
+		bool remap = atomic_load(&m->st[p]) & other;
+		while (j < n && m->touched[j] == m->touched[j - 1] + 1 &&
+		       !(atomic_load(&m->st[m->touched[j]]) & other) == !remap)
 			j++;
 		char *a = m->win + (uint64_t)p * g_pg;
 		size_t len = (size_t)(j - i) * g_pg;
-		if (anon)
+		if (remap)
 			mmap(a, len, PROT_READ, MAP_PRIVATE | MAP_FIXED, f->tfd,
 			     (off_t)((uint64_t)p * g_pg));
 		else
 			madvise(a, len, MADV_DONTNEED);
+		madvise(m->bases + (uint64_t)p * g_pg, len, MADV_DONTNEED);
 		for (uint32_t q = i; q < j; q++)
-			unfreeze(m, m->touched[q], 0, PG_TOUCHED | PG_ANON);
+			unfreeze(m, m->touched[q], 0, PG_TOUCHED | PG_ANON |
+				 PG_SPILLED | PG_BSPILL);
 		i = j;
 	}
-	m->ntouched = 0;
+	atomic_store(&m->ntouched, 0);
+	/* what is still resident: pages captured during the commit */
+	atomic_store(&m->resident, 2 * (long)atomic_load(&m->ndirty));
+	int sfd = atomic_load(&m->sfd);
+	if (sfd >= 0 && atomic_load(&m->ndirty) == 0)
+		if (ftruncate(sfd, 0) < 0)   /* its blocks go back */
+			{}
+	atomic_store(&m->nospill, false);
 }
 
 /* ---- mapping and unmapping ---- */
@@ -868,6 +1054,9 @@ static void map_free(struct oa_map *m)
 		atomic_store(&g_maps[m->slot], NULL);
 	atomic_fetch_sub(&g_captured, (long)atomic_load(&m->ndirty));
 	map_unalloc(m);
+	if (atomic_load(&m->sfd) >= 0)
+		close(atomic_load(&m->sfd));
+	free(m->tmp);
 	free(m);
 }
 
@@ -905,6 +1094,46 @@ static void map_unalloc(struct oa_map *m)
 	m->refs = m->dirty = m->touched = NULL;
 }
 
+/* How many pages of memory a transaction's stores may hold before they
+ * spill: a sixteenth of the machine's memory, at most 1 GiB;
+ * OATOMIC_MAP_MEM (bytes) says otherwise (the tests make it small). */
+static long spill_limit(void)
+{
+	const char *e = getenv("OATOMIC_MAP_MEM");
+	long pages = sysconf(_SC_PHYS_PAGES);
+	uint64_t bytes = pages > 0 ? (uint64_t)pages * g_pg / 16 : (256u << 20);
+	if (bytes > (1ull << 30))
+		bytes = 1ull << 30;
+	if (e && *e) {
+		char *end;
+		unsigned long long v = strtoull(e, &end, 10);
+		if (!*end)
+			bytes = v;
+	}
+	long l = (long)(bytes / g_pg);
+	return l < 16 ? 16 : l;
+}
+
+/* In a child of fork: pages of the spill file are the parent's; the
+ * child's copy of the window must not write into them. */
+static void atfork_child(void)
+{
+	for (int i = 0; i < OA_MAP_SLOTS; i++) {
+		struct oa_map *m = atomic_load(&g_maps[i]);
+		int fd;
+		if (!m || (fd = atomic_load(&m->sfd)) < 0)
+			continue;
+		for (uint64_t p = 0; p < m->npages; p++)
+			if (atomic_load(&m->st[p]) & PG_SPILLED)
+				mmap(m->win + p * g_pg, g_pg,
+				     (atomic_load(&m->st[p]) & PG_STATE) ==
+				     PG_CAPTURED ? PROT_READ | PROT_WRITE
+						 : PROT_READ,
+				     MAP_PRIVATE | MAP_FIXED, fd,
+				     (off_t)(p * g_pg));
+	}
+}
+
 /*
  * A handle's window: address space (and as much again for the bases)
  * reserved, not memory - nothing is touched until used.  Mappings made
@@ -912,12 +1141,18 @@ static void map_unalloc(struct oa_map *m)
  * first mapping's end; where the process may not have that much address
  * space (ulimit -v, vm.overcommit_memory=2), twice the end, then the end.
  */
-static struct oa_map *map_new(uint64_t end)
+static struct oa_map *map_new(struct oa_file *f, uint64_t end)
 {
 	struct oa_map *m = calloc(1, sizeof(*m));
-	if (!m)
+	if (!m || !(m->tmp = malloc(g_pg))) {
+		free(m);
+		errno = ENOMEM;
 		return NULL;
+	}
 	m->slot = -1;
+	m->sfd = -1;
+	m->dfd = f->dfd;
+	m->limit = spill_limit();
 	uint64_t want[3] = { OA_MAP_MINWIN, 2 * end, end };
 	while (want[0] < 4 * end && want[0] < (1ull << 46))
 		want[0] <<= 1;
@@ -942,6 +1177,9 @@ static struct oa_map *map_new(uint64_t end)
 			atomic_store(&g_maps[i], m);
 			break;
 		}
+	static bool atfork;
+	if (!atfork && pthread_atfork(NULL, NULL, atfork_child) == 0)
+		atfork = true;
 	int r = m->slot >= 0 ? install() : -1;
 	pthread_mutex_unlock(&g_lock);
 	if (r < 0) {
@@ -964,7 +1202,7 @@ void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off)
 		return NULL;
 	}
 	uint64_t end = off + length;
-	if (!f->map && !(f->map = map_new(end)))
+	if (!f->map && !(f->map = map_new(f, end)))
 		return NULL;
 	m = f->map;
 	uint64_t p0 = off / g_pg, p1 = (end + g_pg - 1) / g_pg;

@@ -401,6 +401,76 @@ static void test_chain(void)
 	free(base);
 }
 
+/* ---- 7: stores beyond the memory limit spill to disk ---- */
+
+static long rss_anon_kib(void)
+{
+	FILE *fp = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	while (fp && fgets(line, sizeof(line), fp))
+		if (sscanf(line, "RssAnon: %ld", &v) == 1)
+			break;
+	if (fp)
+		fclose(fp);
+	return v;
+}
+
+static void test_spill(void)
+{
+	const char *path = tu_path("spill");
+	const size_t sz = 32 << 20, npg = sz / PG;
+	unsigned char *want = tu_malloc(sz);
+	tu_fill(want, sz, 7, 0);
+	tu_write_file(path, want, sz, 0644);
+	/* 1 MiB of memory for the stores of a transaction (read when the
+	 * handle's window is made) */
+	setenv("OATOMIC_MAP_MEM", "1048576", 1);
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *m = oa_mmap(w, sz, PROT_READ | PROT_WRITE, 0);
+	unsetenv("OATOMIC_MAP_MEM");
+	CHECK(m != NULL);
+	for (int round = 0; round < 2; round++) {
+		long rss0 = rss_anon_kib();
+		/* a store in every page: 32 MiB of copies without spilling */
+		for (size_t p = 0; p < npg; p++) {
+			m[p * PG + (p * 7 + round) % PG] ^= 0x5a;
+			want[p * PG + (p * 7 + round) % PG] ^= 0x5a;
+		}
+		long rss1 = rss_anon_kib();
+		CHECKF(rss1 - rss0 < 8 * 1024, "anonymous memory grew by %ld KiB "
+		       "for 32 MiB of stores with a 1 MiB limit", rss1 - rss0);
+		/* spilled pages: reads see them, a write over one, another
+		 * handle's commit to one */
+		unsigned char got[PG];
+		tu_oa_pread(w, got, PG, 5 * PG);
+		CHECK_MEM(got, want + 5 * PG, PG);
+		m[5 * PG + 1] = 0x11;        /* captured again after the read */
+		want[5 * PG + 1] = 0x11;
+		tu_oa_pwrite(w, "spilled", 7, 9 * PG + 100);
+		memcpy(want + 9 * PG + 100, "spilled", 7);
+		CHECK(!memcmp(m + 9 * PG + 100, "spilled", 7));
+		tu_oa_update(path, "other", 5, 11 * PG + 2000);
+		memcpy(want + 11 * PG + 2000, "other", 5);
+		if (round == 0) {
+			/* abort: the mapping shows the committed file */
+			CHECK_OK(oa_abort(w));
+			size_t cn;
+			unsigned char *committed = tu_read_file(path, &cn);
+			CHECK_EQ(cn, sz);
+			CHECK_MEM(m, committed, sz);
+			memcpy(want, committed, sz);
+			free(committed);
+			continue;
+		}
+		CHECK_OK(oa_commit(w));
+	}
+	CHECK_MEM(m, want, sz);
+	CHECK_FILE(path, want, sz, (off_t)sz);
+	CHECK_OK(oa_close(w));
+	free(want);
+}
+
 int main(void)
 {
 	tu_alarm(240);
@@ -411,5 +481,6 @@ int main(void)
 	test_threads();
 	test_errors_signals_fork();
 	test_chain();
+	test_spill();
 	return 0;
 }

@@ -289,8 +289,9 @@ run_fs() {
 		[ -n "$MUTANT" ] && wargs=(mutant "$MUTANT" "$file" $fseed --ack-file "$ack" --start $start --span $span)
 		[ $usebig = 1 ] && wargs+=(--big-flag "$big")
 		# every third cut: half the writes are stores through oa_mmap
+		# (every sixth: spilling to disk past 16 pages)
 		if [ -z "$MUTANT" ] && [ $((i % 3)) = 0 ]; then
-			wargs+=(--mmap 1)
+			wargs+=(--mmap $((i % 6 == 0 ? 2 : 1)))
 			mapcuts=$((mapcuts + 1))
 		fi
 		"$T" "${wargs[@]}" >>"$log" 2>&1 &

@@ -379,9 +379,11 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 		uint64_t k0 = v.m.k;
 		/* a third of the rounds store half their writes through
 		 * oa_mmap (drawn apart from RR: the other draws stay) */
-		int use_map = !c->mutant &&
-			      wl_mix(c->seed ^ ((uint64_t)round << 20) ^
-				     0x6d6d6170ULL) % 3 == 0;
+		uint64_t mdraw = wl_mix(c->seed ^ ((uint64_t)round << 20) ^
+					0x6d6d6170ULL);
+		/* (half of them with a memory limit that makes them spill) */
+		int use_map = c->mutant || mdraw % 3 ? 0 : mdraw % 2 ? 1 : 2;
+		const char *s_map = use_map == 2 ? "2" : "1";
 		if (use_map)
 			r->map_rounds++;
 
@@ -404,7 +406,7 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 					  (char *)"--relay-fd", (char *)"@RELAY",
 					  (char *)"--max-txns", s_rt,
 					  (char *)"--span", s_span,
-					  (char *)"--mmap", use_map ? "1" : "0",
+					  (char *)"--mmap", (char *)(use_map ? s_map : "0"),
 					  NULL };
 			pid2 = tort_spawn(argv2, &afd2, &rfd2);
 			if (!collect(pid2, afd2, wl_now_us() + 10000000, &al, 1)) {
@@ -437,7 +439,7 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 		argv[n++] = s_span;
 		if (use_map) {
 			argv[n++] = (char *)"--mmap";
-			argv[n++] = (char *)"1";
+			argv[n++] = (char *)s_map;
 		}
 		if (use_kp) {
 			argv[n++] = (char *)"--killpoint";
@@ -610,7 +612,7 @@ static int kill_loop(const struct kcfg *c, struct kres *r)
 			fprintf(stderr, "  writer: %s writer %s %s --span %s "
 				"--start %s --ack-fd N%s%s%s%s%s (delay %" PRIu64
 				" us)\n", tort_self_exe, file, s_seed, s_span, s_start,
-				use_map ? " --mmap 1" : "",
+				use_map == 2 ? " --mmap 2" : use_map ? " --mmap 1" : "",
 				use_kp ? " --killpoint " : "", use_kp ? s_kp : "",
 				use_kp ? " --kill-after " : "", use_kp ? s_ka : "",
 				delay);
@@ -856,8 +858,8 @@ static int cmd_kill(int argc, char **argv, int i)
 	printf("  relay rounds (a second handle takes over from a dead "
 	       "committer) %ld, their commits %ld\n", r.relay_rounds,
 	       r.relay_commits);
-	printf("  mapping rounds (half the writes stored through oa_mmap) %ld\n",
-	       r.map_rounds);
+	printf("  mapping rounds (half the writes stored through oa_mmap, half "
+	       "of those spilling past 16 pages) %ld\n", r.map_rounds);
 	printf("  interrupted recoveries %ld (%ld finished or hit their kill "
 	       "point first)\n", r.rec_killed, r.rec_died_early);
 	printf("  killpoint rounds %ld, hit %ld; per point hit/tried:",

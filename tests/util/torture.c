@@ -184,6 +184,9 @@ static uint8_t *w_map(oa_file *f, const struct tort_wopts *o)
 {
 	if (!o->mmap)
 		return NULL;
+	/* --mmap 2: stores spill to disk past 16 pages (map.c) */
+	if (o->mmap == 2)
+		setenv("OATOMIC_MAP_MEM", "65536", 1);
 	uint8_t *m = oa_mmap(f, (size_t)tort_cap(o->span), PROT_READ | PROT_WRITE,
 			     0);
 	if (!m)

@@ -341,7 +341,8 @@ struct tort_wopts {
 	uint64_t span;          /* of the sequence (tort_plan) */
 	const char *broken;     /* the pair's writer: --broken */
 	int mmap;               /* --mmap 1: half the writes are stores
-				 * through oa_mmap (tort_map_store) */
+				 * through oa_mmap (tort_map_store); 2: and
+				 * they spill to disk past 16 pages */
 };
 
 #define TORT_WOPTS_INIT { NULL, 0, 0, -1, NULL, NULL, 0, 0, 0, -1, TORT_SPAN, \
