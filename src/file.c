@@ -1027,12 +1027,15 @@ int oa_ftruncate(oa_file *f, off_t length)
 		return -1;
 	uint64_t oldv = 0;
 	if (f->map) {
-		/* stores beyond the new end came before the truncate */
+		/* stores beyond the new end (or the old: discarded) came
+		 * before the truncate */
 		uint64_t sc;
-		if (oa_map_flush(f, (uint64_t)length, UINT64_MAX) < 0 ||
-		    oa_xfsize(f->tfd, &sc) < 0)
+		if (oa_xfsize(f->tfd, &sc) < 0)
 			return -1;
 		oldv = oa_view_size(f, sc);
+		uint64_t from = (uint64_t)length < oldv ? (uint64_t)length : oldv;
+		if (oa_map_flush(f, from, UINT64_MAX) < 0)
+			return -1;
 	}
 	oa_index_truncate(f->ix, (uint64_t)length);
 	if (!f->has_trunc || (uint64_t)length < f->t_min)

@@ -1313,8 +1313,8 @@ int oa_map_remove(struct oa_file *f, void *addr, size_t length)
 		mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_NONE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
 		     -1, 0);
-		for (uint64_t r = p; r < q; r++)
-			unfreeze(m, r, 0, PG_ANON);  /* TOUCHED: listed */
+		for (uint64_t r = p; r < q; r++)   /* TOUCHED: listed */
+			unfreeze(m, r, 0, PG_ANON | PG_SPILLED | PG_BSPILL);
 		p = q;
 	}
 	return 0;
@@ -1372,7 +1372,10 @@ int oa_map_truncated(struct oa_file *f, uint64_t len, uint64_t oldv)
 		void *x = mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 		for (uint64_t r = p; r < q; r++) {
-			unfreeze(m, r, x == MAP_FAILED ? 0 : PG_ANON, 0);
+			if (x == MAP_FAILED)
+				unfreeze(m, r, 0, 0);
+			else
+				unfreeze(m, r, PG_ANON, PG_SPILLED | PG_BSPILL);
 			touch(m, r);
 		}
 		if (x == MAP_FAILED)

@@ -140,7 +140,7 @@ struct bench_opts {
 };
 
 #define BENCH_WORKLOADS "small,large,many,concurrent,recovery," \
-			BENCH_EVERYDAY
+			BENCH_EVERYDAY ",mmap"
 #define BENCH_EVERYDAY	"open,oneshot,replace,change,fill,frag"
 
 /* Run the benchmark; returns a tool exit status. */
@@ -223,5 +223,10 @@ void bench_print_tail(const struct bench_report *r, enum bench_format f);
 int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 		   struct bench_alt *const *alts, int nalts,
 		   const char *workload);
+
+/* The mmap workload (mapbench.c): commits of stores through a mapping,
+ * against msync, a reflink snapshot per commit and a whole write-back. */
+int bench_mmap(const struct bench_opts *o, struct bench_report *rep,
+	       struct bench_alt *const *alts, int nalts);
 
 #endif

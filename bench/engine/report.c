@@ -323,7 +323,9 @@ void bench_print_row_live(const struct bench_report *r,
 		       strcmp(row->workload, "recovery") ?
 		       "latency us med [min-max]" : "recovery us med [min-max]",
 		       "p99 us", "commit/s", "MB/s", "flush/c", "B/B", "io B/B",
-		       "dev fl", "dev B/B", "peakMiB", "x inpl", "CPU us");
+		       "dev fl", "dev B/B", "peakMiB",
+		       strcmp(row->workload, "mmap") ? "x inpl" : "x msync",
+		       "CPU us");
 	}
 	if (row->per_op) {
 		print_op_row(row, 0);
@@ -337,8 +339,12 @@ void bench_print_row_live(const struct bench_report *r,
 		printf("%9.1f %8.1f ", row->cps, row->mbs);
 	else
 		printf("%9s %8s ", "-", "-");
-	printf("%7s %6s %6s %6s %6s %7.1f %6s %6s\n", c[0], c[1], c[2], c[3],
+	printf("%7s %6s %6s %6s %6s %7.1f %6s %6s", c[0], c[1], c[2], c[3],
 	       c[4], row->peak_kib / 1024, c[5], c[6]);
+	/* the mmap rows' note: per dirty page, first against last */
+	if (!strcmp(row->workload, "mmap") && row->note[0])
+		printf("  %s", row->note);
+	printf("\n");
 	fflush(stdout);
 }
 

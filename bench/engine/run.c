@@ -1217,6 +1217,9 @@ int bench_main(const struct bench_opts *o)
 			rc.failed = 1;
 		e += l + (e[l] == ',');
 	}
+	if (wanted(o->workloads, "mmap") &&
+	    bench_mmap(o, &rep, rc.alts, rc.nalts))
+		rc.failed = 1;
 	read_first("/proc/loadavg", "", rep.env.load_end,
 		   sizeof(rep.env.load_end));
 	rep.env.seconds = bench_now() - t0;
