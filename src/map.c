@@ -107,9 +107,12 @@ static unsigned g_memgen;
 
 /* ---- the fault handler ---- */
 
+static _Atomic int g_nslots;               /* slots ever used */
+
 static struct oa_map *map_at(uintptr_t a)
 {
-	for (int i = 0; i < OA_MAP_SLOTS; i++) {
+	int n = atomic_load(&g_nslots);
+	for (int i = 0; i < n; i++) {
 		struct oa_map *m = atomic_load(&g_maps[i]);
 		if (m && a >= (uintptr_t)m->win &&
 		    a - (uintptr_t)m->win < m->npages * g_pg)
@@ -125,6 +128,13 @@ static bool copy_base(struct oa_map *m, uint64_t i)
 {
 	struct iovec l = { m->bases + i * g_pg, g_pg };
 	struct iovec r = { m->win + i * g_pg, g_pg };
+	/* a page below the end of the file (at the last call), or memory
+	 * of the library's own, reads without a fault: copied directly */
+	if (i < atomic_load(&m->safe) ||
+	    (atomic_load(&m->st[i]) & (PG_ANON | PG_SPILLED | PG_TOUCHED))) {
+		memcpy(l.iov_base, r.iov_base, g_pg);
+		return true;
+	}
 	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
 	if (n == (ssize_t)g_pg)
 		return true;
@@ -381,10 +391,24 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 		uint64_t p = ((uintptr_t)si->si_addr - (uintptr_t)m->win) / g_pg;
 		if (m->refs[p] >> 16) {
 			for (;;) {
-				unsigned char s = atomic_load(&m->st[p]) & PG_STATE;
+				unsigned char full = atomic_load(&m->st[p]);
+				unsigned char s = full & PG_STATE;
 				if (s == PG_CAPTURED) {
+					/* another thread took it, and a span
+					 * made it read-only (protect_span):
+					 * writable again, holding it as a
+					 * capture does, so that no freeze
+					 * can come between */
+					if (!atomic_compare_exchange_strong(
+						    &m->st[p], &full, (unsigned char)
+						    ((full & ~PG_STATE) |
+						     PG_CAPTURING)))
+						continue;
+					mprotect(m->win + p * g_pg, g_pg,
+						 PROT_READ | PROT_WRITE);
+					atomic_store(&m->st[p], full);
 					errno = e;
-					return;  /* another thread took it */
+					return;
 				}
 				if (s == PG_CLEAN) {
 					if (capture(m, p)) {
@@ -578,6 +602,29 @@ static int protect_ro(struct oa_map *m, const uint32_t *list, size_t n)
 			     (j - i) * g_pg, PROT_READ) < 0)
 			return -1;
 		i = j;
+	}
+	return 0;
+}
+
+/* For a commit or an abort, which take every captured page: every mapped
+ * page from the first of LIST to its last goes read-only, run of mapped
+ * pages by run - the pages between are read-only already, and one call
+ * over them costs less than one per page. */
+static int protect_span(struct oa_map *m, const uint32_t *list, size_t n)
+{
+	if (n < 32)
+		return protect_ro(m, list, n);
+	for (uint64_t p = list[0], end = (uint64_t)list[n - 1] + 1; p < end;) {
+		if (!m->refs[p]) {
+			p++;
+			continue;
+		}
+		uint64_t q = p;
+		while (q < end && m->refs[q])
+			q++;
+		if (mprotect(m->win + p * g_pg, (q - p) * g_pg, PROT_READ) < 0)
+			return -1;
+		p = q;
 	}
 	return 0;
 }
@@ -893,7 +940,7 @@ static int flush_pages(struct oa_file *f, uint64_t a, uint64_t b,
 	for (i = 0; i < k; i++)
 		freeze(m, sel[i]);
 	qsort(sel, k, sizeof(*sel), cmp_u32);
-	if (protect_ro(m, sel, k) < 0)
+	if ((keep_frozen ? protect_span(m, sel, k) : protect_ro(m, sel, k)) < 0)
 		goto relist_all;
 	atomic_fetch_sub(&g_captured, (long)k);
 	if (write) {
@@ -913,9 +960,10 @@ static int flush_pages(struct oa_file *f, uint64_t a, uint64_t b,
 			break;
 		}
 		touch(m, sel[i]);
-		free_base(m, sel[i]);
-		if (!keep_frozen)
+		if (!keep_frozen) {
+			free_base(m, sel[i]);
 			unfreeze(m, sel[i], 0, 0);
+		}   /* (else oa_map_end frees the bases, span by span) */
 	}
 	if (ret == 0) {
 		free(sel);
@@ -1019,6 +1067,8 @@ void oa_map_end(struct oa_file *f, bool done)
 			     (off_t)((uint64_t)p * g_pg));
 		else
 			madvise(a, len, MADV_DONTNEED);
+		/* their bases (frozen pages: no fault is copying one; a
+		 * page captured meanwhile has its own, outside the run) */
 		madvise(m->bases + (uint64_t)p * g_pg, len, MADV_DONTNEED);
 		for (uint32_t q = i; q < j; q++)
 			unfreeze(m, m->touched[q], 0, PG_TOUCHED | PG_ANON |
@@ -1175,6 +1225,8 @@ static struct oa_map *map_new(struct oa_file *f, uint64_t end)
 		if (!atomic_load(&g_maps[i])) {
 			m->slot = i;
 			atomic_store(&g_maps[i], m);
+			if (i >= atomic_load(&g_nslots))
+				atomic_store(&g_nslots, i + 1);
 			break;
 		}
 	static bool atfork;

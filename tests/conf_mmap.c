@@ -293,6 +293,60 @@ static void test_threads(void)
 	free(want);
 }
 
+/* many pages: the commit's read-only span covers pages that other
+ * threads capture meanwhile */
+#define BIGPG 1024
+struct thr2 {
+	unsigned char *m;
+	int id;
+	volatile int *stop;
+};
+
+static void *storer2(void *arg)
+{
+	struct thr2 *t = arg;
+	for (int r = 1; r <= 30; r++)
+		for (int p = 0; p < BIGPG; p++)
+			t->m[p * PG + t->id * 8 + (r % 8) * 64] = (unsigned char)r;
+	return NULL;
+}
+
+static void test_threads_many_pages(void)
+{
+	const char *path = tu_path("thr2");
+	unsigned char *zero = tu_zalloc(BIGPG * PG);
+	tu_write_file(path, zero, BIGPG * PG, 0644);
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *m = oa_mmap(w, BIGPG * PG, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	pthread_t th[NTHR];
+	struct thr2 t[NTHR];
+	for (int i = 0; i < NTHR; i++) {
+		t[i].m = m;
+		t[i].id = i;
+		CHECK_OK(pthread_create(&th[i], NULL, storer2, &t[i]));
+	}
+	for (int i = 0; i < 30; i++) {
+		CHECK_OK(oa_commit(w));
+		unsigned char got[PG];
+		tu_oa_pread(w, got, PG, (off_t)(i * 7 % BIGPG) * PG);
+	}
+	for (int i = 0; i < NTHR; i++)
+		CHECK_OK(pthread_join(th[i], NULL));
+	CHECK_OK(oa_commit(w));
+	unsigned char *want = tu_zalloc(BIGPG * PG);
+	for (int i = 0; i < NTHR; i++)
+		for (int r = 23; r <= 30; r++)
+			for (int p = 0; p < BIGPG; p++)
+				want[p * PG + i * 8 + (r % 8) * 64] =
+					(unsigned char)r;
+	CHECK_FILE(path, want, BIGPG * PG, BIGPG * PG);
+	CHECK_MEM(m, want, BIGPG * PG);
+	CHECK_OK(oa_close(w));
+	free(zero);
+	free(want);
+}
+
 /* ---- 6 ---- */
 
 static sigjmp_buf jb;
@@ -479,6 +533,7 @@ int main(void)
 	test_coherence();
 	test_size();
 	test_threads();
+	test_threads_many_pages();
 	test_errors_signals_fork();
 	test_chain();
 	test_spill();
