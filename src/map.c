@@ -718,6 +718,33 @@ static int back_anon(struct oa_map *m, uint64_t p0, uint64_t p1)
 	return 0;
 }
 
+/*
+ * Where the seam has no mmap (the power-loss simulator's disk is not a
+ * kernel file), the window is memory of the library's own: the file's
+ * committed bytes are read into pages [p0, p1) (frozen or new) where a
+ * real window maps them, and again where a real one drops its copies.
+ * Slower (a read per page mapped), the same protocol otherwise.
+ */
+static bool nofile(void)
+{
+	return oa_sys->mmap == NULL;
+}
+
+static int load_file(struct oa_file *f, uint64_t p0, uint64_t p1)
+{
+	struct oa_map *m = f->map;
+	uint64_t sc, a = p0 * g_pg, b = p1 * g_pg;
+	char *w = m->win + a;
+	if (oa_xfsize(f->tfd, &sc) < 0 ||
+	    mprotect(w, (size_t)(b - a), PROT_READ | PROT_WRITE) < 0)
+		return -1;
+	uint64_t e = sc < b ? (sc > a ? sc : a) : b;
+	int r = e > a ? oa_pread_full(f->tfd, w, (size_t)(e - a), (off_t)a) : 0;
+	memset(w + (e - a), 0, (size_t)(b - e));
+	mprotect(w, (size_t)(b - a), PROT_READ);
+	return r;
+}
+
 /* Every mapped page of the view that lies wholly beyond the committed
  * end of the file is backed by memory (a file page there would raise
  * SIGBUS): done incrementally, up to m->backed. */
@@ -1062,11 +1089,17 @@ void oa_map_end(struct oa_file *f, bool done)
 			j++;
 		char *a = m->win + (uint64_t)p * g_pg;
 		size_t len = (size_t)(j - i) * g_pg;
-		if (remap)
-			mmap(a, len, PROT_READ, MAP_PRIVATE | MAP_FIXED, f->tfd,
-			     (off_t)((uint64_t)p * g_pg));
-		else
+		if (nofile()) {
+			if (remap)
+				mmap(a, len, PROT_READ, MAP_PRIVATE |
+				     MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			load_file(f, p, (uint64_t)p + (j - i));
+		} else if (remap) {
+			oa_sys->mmap(a, len, PROT_READ, MAP_PRIVATE | MAP_FIXED,
+				     f->tfd, (off_t)((uint64_t)p * g_pg));
+		} else {
 			madvise(a, len, MADV_DONTNEED);
+		}
 		/* their bases (frozen pages: no fault is copying one; a
 		 * page captured meanwhile has its own, outside the run) */
 		madvise(m->bases + (uint64_t)p * g_pg, len, MADV_DONTNEED);
@@ -1274,9 +1307,13 @@ void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off)
 		uint64_t q = p;
 		while (q < p1 && !m->refs[q])
 			q++;
-		if (mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
-			 MAP_PRIVATE | MAP_FIXED, f->tfd,
-			 (off_t)(p * g_pg)) == MAP_FAILED) {
+		void *x = nofile()
+			? mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+			: oa_sys->mmap(m->win + p * g_pg, (q - p) * g_pg,
+				       PROT_READ, MAP_PRIVATE | MAP_FIXED,
+				       f->tfd, (off_t)(p * g_pg));
+		if (x == MAP_FAILED || (nofile() && load_file(f, p, q) < 0)) {
 			int e = errno;
 			/* undo the runs this call mapped */
 			for (uint64_t r = p0; r < p; r++)

@@ -3,7 +3,7 @@
  * (tests/util/sim.c has the model).
  *
  * Small workloads (1-3 transactions over 1-2 files: writes, truncates,
- * aborts, two handles, reopen after a crash and recovery, a transaction big
+ * stores through oa_mmap, aborts, two handles, reopen after a crash and recovery, a transaction big
  * enough to checkpoint inside its commit) run on the simulated disk; a
  * snapshot is taken before every seam call that may change what a power cut
  * leaves (every write, truncate, flush, directory operation), also inside
@@ -309,6 +309,24 @@ static void w_kernel_over(struct sc *s)
 	CHECK_OK(sc_close(s, h));
 }
 
+/* Stores through oa_mmap mixed with writes, an abort, growth by a store
+ * past the end (the file grown first). */
+static void w_map(struct sc *s)
+{
+	int h = sc_open(s, 0, O_RDWR);
+	CHECK(h >= 0);
+	sc_store(s, h, 100, 5000, 81);       /* two pages */
+	sc_write(s, h, 9000, 2000, 82);
+	sc_store(s, h, 10000, 300, 83);      /* over the write */
+	CHECK_OK(sc_commit(s, h));
+	sc_store(s, h, 0, 4096, 84);
+	sc_abort(s, h);
+	sc_store(s, h, 12000, 6000, 85);     /* grows the file */
+	sc_trunc(s, h, 15000);
+	CHECK_OK(sc_commit(s, h));
+	CHECK_OK(sc_close(s, h));
+}
+
 struct workload {
 	const char *name;
 	void (*run)(struct sc *s);
@@ -328,6 +346,7 @@ static const struct workload works[] = {
 	{ "checkpoint inside a commit", w_recycle, { 8192, 0 }, 1, 0 },
 	{ "journal commit, then aligned writes over it", w_kernel_over,
 	  { 16384, 0 }, 1, 4 },
+	{ "stores through a mapping", w_map, { 12288, 0 }, 1, 4 },
 };
 #define NWORKS (sizeof(works) / sizeof(works[0]))
 

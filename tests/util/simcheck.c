@@ -8,6 +8,8 @@
 
 #include "simcheck.h"
 
+#include <sys/mman.h>
+
 unsigned long sc_recoveries;
 int sc_verbose = 3;      /* violations described in full */
 
@@ -203,6 +205,7 @@ void sc_fini(struct sc *s)
 		if (s->h[h].f) {
 			oa_close(s->h[h].f);
 			s->h[h].f = NULL;
+			s->h[h].map = NULL;
 		}
 	for (size_t i = 0; i < s->nsnaps; i++) {
 		sim_fs_free(s->snaps[i].fs);
@@ -273,6 +276,30 @@ int sc_write(struct sc *s, int h, uint64_t off, uint64_t len, uint64_t seed)
 	return 0;
 }
 
+int sc_store(struct sc *s, int h, uint64_t off, uint64_t len, uint64_t seed)
+{
+	struct sc_handle *H = &s->h[h];
+	struct stat st;
+	CHECK(off + len <= SC_MAPLEN);
+	if (!H->map) {
+		H->map = oa_mmap(H->f, SC_MAPLEN, PROT_READ | PROT_WRITE, 0);
+		if (!H->map) {
+			s->fails++;
+			return -1;
+		}
+	}
+	if (oa_fstat(H->f, &st) < 0 ||
+	    (off + len > (uint64_t)st.st_size &&
+	     oa_ftruncate(H->f, (off_t)(off + len)) < 0)) {
+		s->fails++;
+		return -1;
+	}
+	tu_fill(H->map + off, len, seed, off);
+	CHECK(H->nops < SC_MAXOPS);
+	H->ops[H->nops++] = (struct sc_op){ false, off, len, seed };
+	return 0;
+}
+
 int sc_trunc(struct sc *s, int h, uint64_t len)
 {
 	struct sc_handle *H = &s->h[h];
@@ -327,6 +354,7 @@ int sc_close(struct sc *s, int h)
 {
 	int r = oa_close(s->h[h].f);
 	s->h[h].f = NULL;
+	s->h[h].map = NULL;
 	s->h[h].nops = 0;
 	return r;
 }
@@ -385,6 +413,7 @@ void sc_reboot(struct sc *s, const unsigned char *choice,
 		if (s->h[h].f) {
 			oa_close(s->h[h].f);
 			s->h[h].f = NULL;
+			s->h[h].map = NULL;
 		}
 	s->snapshotting = rec;
 	/* Recover (recorded: a cut during recovery is a crash point too), then

@@ -45,6 +45,7 @@ struct sc_op {
 
 struct sc_handle {
 	oa_file *f;
+	unsigned char *map;     /* sc_store's mapping (SC_MAPLEN), or NULL */
 	int fi;
 	struct sc_op ops[SC_MAXOPS];
 	int nops;
@@ -87,6 +88,10 @@ void sc_snap_now(struct sc *s, const char *what);
 int sc_open(struct sc *s, int fi, int flags);          /* handle index */
 int sc_write(struct sc *s, int h, uint64_t off, uint64_t len, uint64_t seed);
 int sc_trunc(struct sc *s, int h, uint64_t len);
+/* A write made as stores through oa_mmap (the file grown first with
+ * oa_ftruncate where it must, as a program does): the model's write. */
+#define SC_MAPLEN (256u << 10)
+int sc_store(struct sc *s, int h, uint64_t off, uint64_t len, uint64_t seed);
 /* Returns oa_commit's result; keeps the model. */
 int sc_commit(struct sc *s, int h);
 int sc_abort(struct sc *s, int h);
