@@ -39,6 +39,10 @@
  * a pause after each block as if the writer computed the next one, makes it
  * tear more often; both writers pause alike).
  *
+ * Then both again with the blocks stored through a mapping, 512 bytes at a
+ * time: oa_mmap and oa_commit, against a MAP_SHARED mapping and
+ * msync(MS_SYNC) (which tears exactly as pwrite does).
+ *
  * Everything but the kill times' effect is deterministic from --seed: the
  * transactions, their content and the sequence of delays.  They are drawn
  * from the generator of the crash tortures (workload.h), seeded the demo's
@@ -55,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,6 +97,8 @@ struct demo {
 struct method {
 	const char *name;
 	int lib;		/* 1: liboatomic; 0: plain pwrite */
+	int map;		/* 1: blocks stored through a mapping (oa_mmap;
+				 * plain: MAP_SHARED, msync(MS_SYNC)) */
 	char path[PATH_MAX];
 	uint64_t kills, commits, torn, lost, next;
 	double secs;
@@ -251,6 +258,8 @@ void writer(const struct demo *d, const struct method *m, uint64_t k, int ackfd)
 	oa_file *f = NULL;
 	int fd = -1;
 
+	unsigned char *mp = NULL;
+
 	if (m->lib)
 		f = oa_open(m->path, O_RDWR, 0);
 	else
@@ -258,6 +267,15 @@ void writer(const struct demo *d, const struct method *m, uint64_t k, int ackfd)
 	if (!f && fd < 0) {
 		tool_error(m->path, "writer: open", errno);
 		_exit(1);
+	}
+	if (m->map) {
+		mp = m->lib ? oa_mmap(f, DEMO_SIZE, PROT_READ | PROT_WRITE, 0)
+			    : mmap(NULL, DEMO_SIZE, PROT_READ | PROT_WRITE,
+				   MAP_SHARED, fd, 0);
+		if (!mp || mp == MAP_FAILED) {
+			tool_error(m->path, "writer: mmap", errno);
+			_exit(1);
+		}
 	}
 	send_ack(ackfd, k);
 	for (uint64_t t = k + 1;; t++) {
@@ -271,7 +289,13 @@ void writer(const struct demo *d, const struct method *m, uint64_t k, int ackfd)
 			int r;
 
 			fill_block(d->seed, t, b, buf);
-			if (m->lib)
+			if (m->map) {
+				/* a block stored as a program stores into
+				 * its mapped B-tree: piecewise */
+				for (uint32_t o = 0; o < DEMO_BLOCK; o += 512)
+					memcpy(mp + off + o, buf + o, 512);
+				r = 0;
+			} else if (m->lib)
 				r = oa_pwrite(f, buf, DEMO_BLOCK, off) ==
 				    (ssize_t)DEMO_BLOCK ? 0 : -1;
 			else
@@ -283,9 +307,11 @@ void writer(const struct demo *d, const struct method *m, uint64_t k, int ackfd)
 			if (d->think_us && i < x.n)
 				wl_sleep_us(d->think_us);
 		}
-		if ((m->lib ? oa_commit(f) : fdatasync(fd)) < 0) {
-			tool_error(m->path, m->lib ? "writer: commit"
-						   : "writer: fdatasync", errno);
+		if ((m->lib ? oa_commit(f) :
+		     m->map ? msync(mp, DEMO_SIZE, MS_SYNC) : fdatasync(fd)) < 0) {
+			tool_error(m->path, m->lib ? "writer: commit" :
+				   m->map ? "writer: msync" : "writer: fdatasync",
+				   errno);
 			_exit(1);
 		}
 		send_ack(ackfd, t);
@@ -581,6 +607,9 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 	struct demo d = { .seed = 1, .kills = 200 };
 	struct method lib = { .name = "oatomic", .lib = 1 };
 	struct method plain = { .name = "plain pwrite", .lib = 0 };
+	struct method libmap = { .name = "oatomic mmap", .lib = 1, .map = 1 };
+	struct method msyncm = { .name = "mmap + msync", .lib = 0, .map = 1 };
+	struct method *all[4] = { &lib, &plain, &libmap, &msyncm };
 	const char *base = getenv("TMPDIR");
 	char dir[PATH_MAX - 32], how[64];
 	struct sigaction sa = { .sa_flags = 0 }, old_int, old_term,
@@ -640,6 +669,8 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 		return tool_error(base, "mkdtemp", errno);
 	snprintf(lib.path, sizeof(lib.path), "%s/oatomic.dat", dir);
 	snprintf(plain.path, sizeof(plain.path), "%s/pwrite.dat", dir);
+	snprintf(libmap.path, sizeof(libmap.path), "%s/oatomic-mmap.dat", dir);
+	snprintf(msyncm.path, sizeof(msyncm.path), "%s/msync.dat", dir);
 	d.img = malloc(DEMO_SIZE);
 	d.file = malloc(DEMO_SIZE + 1);
 	if (!d.img || !d.file) {
@@ -651,7 +682,9 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 	       "%u KiB blocks\nand a header to a %zu KiB file and is "
 	       "SIGKILLed %u times at random moments\n(0-%u ms; seed %" PRIu64
 	       "%s); after each kill the file must hold the last\n"
-	       "acknowledged commit or the one after it.\n",
+	       "acknowledged commit or the one after it.  Then the same with "
+	       "the blocks\nstored through a mapping (oa_mmap, against "
+	       "MAP_SHARED + msync).\n",
 	       DEMO_MAXSET, DEMO_BLOCK / 1024, DEMO_SIZE / 1024, d.kills,
 	       DEMO_MAX_DELAY_US / 1000, d.seed,
 	       d.think_us ? ", think time set" : "");
@@ -668,24 +701,33 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 		describe_method(&lib, how, sizeof(how));
 		ret = run_method(&d, &plain);
 	}
+	/* the same through a mapping: stores, then oa_commit / msync */
+	if (ret == 0)
+		ret = run_method(&d, &libmap);
+	if (ret == 0)
+		ret = run_method(&d, &msyncm);
 	if (ret == 0) {
 		printf("\nran in %s; oatomic used %s\n\n", dir, how);
 		printf("%-14s %7s %9s %6s %6s %8s\n", "method", "kills",
 		       "commits", "torn", "lost", "time");
-		for (int i = 0; i < 2; i++) {
-			const struct method *m = i ? &plain : &lib;
+		for (int i = 0; i < 4; i++) {
+			const struct method *m = all[i];
 
 			printf("%-14s %7" PRIu64 " %9" PRIu64 " %6" PRIu64
 			       " %6" PRIu64 " %7.1fs\n", m->name, m->kills,
 			       m->commits, m->torn, m->lost, m->secs);
 		}
 		printf("\n");
-		if (lib.torn == 0 && lib.lost == 0)
-			printf("oatomic: no kill left a torn file or lost an "
-			       "acknowledged commit.\n");
-		else
-			printf("oatomic: FAILED: %" PRIu64 " torn states, %"
-			       PRIu64 " lost commits.\n", lib.torn, lib.lost);
+		for (int i = 0; i < 4; i += 2) {
+			const struct method *m = all[i];
+			if (m->torn == 0 && m->lost == 0)
+				printf("%s: no kill left a torn file or lost "
+				       "an acknowledged commit.\n", m->name);
+			else
+				printf("%s: FAILED: %" PRIu64 " torn states, %"
+				       PRIu64 " lost commits.\n", m->name,
+				       m->torn, m->lost);
+		}
 		if (plain.torn)
 			printf("plain pwrite: %" PRIu64 " of %" PRIu64 " kills "
 			       "left blocks of two transactions mixed.\n",
@@ -693,7 +735,11 @@ static int demo_f(const struct tool_cmd *cmd, int argc, char **argv)
 		else
 			printf("plain pwrite: no kill happened to land between "
 			       "its writes this time (try --think 20).\n");
-		if (lib.torn || lib.lost)
+		if (msyncm.torn)
+			printf("mmap + msync: %" PRIu64 " of %" PRIu64 " kills "
+			       "left blocks of two transactions mixed.\n",
+			       msyncm.torn, msyncm.kills);
+		if (lib.torn || lib.lost || libmap.torn || libmap.lost)
 			ret = TOOL_EXIT_ERR;
 	}
 	sigaction(SIGINT, &old_int, NULL);
