@@ -543,10 +543,9 @@ static void touch(struct oa_map *m, uint64_t p)
 			uint32_t t = atomic_load(&m->ntouched);
 			m->touched[t] = (uint32_t)p;
 			atomic_store(&m->ntouched, t + 1);
-			/* a page copied by the library's own write (a
-			 * captured one was counted when it was captured) */
-			if (!(s & PG_SPILLED) &&
-			    (s & PG_STATE) != PG_CAPTURED)
+			/* a clean page copied by the library's own write
+			 * (a captured one was counted at its capture) */
+			if (!(s & PG_SPILLED) && (s & PG_STATE) == PG_CLEAN)
 				atomic_fetch_add(&m->resident, 1);
 			return;
 		}
