@@ -103,7 +103,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction g_prev;            /* the handler ours replaced */
 static _Atomic long g_captured;            /* pages made writable, all maps */
 static int g_memfd = -1;                   /* /proc/self/mem */
-static unsigned g_memgen;
+static pid_t g_mempid;                     /* ... of this process */
 
 /* ---- the fault handler ---- */
 
@@ -126,23 +126,30 @@ static struct oa_map *map_at(uintptr_t a)
  * SIGBUS in the handler. */
 static bool copy_base(struct oa_map *m, uint64_t i)
 {
-	struct iovec l = { m->bases + i * g_pg, g_pg };
-	struct iovec r = { m->win + i * g_pg, g_pg };
-	/* a page below the end of the file (at the last call), or memory
-	 * of the library's own, reads without a fault: copied directly */
-	if (i < atomic_load(&m->safe) ||
-	    (atomic_load(&m->st[i]) & (PG_ANON | PG_SPILLED | PG_TOUCHED))) {
-		memcpy(l.iov_base, r.iov_base, g_pg);
-		return true;
+	char *pa = m->win + i * g_pg;
+	bool own = atomic_load(&m->st[i]) & (PG_ANON | PG_SPILLED | PG_TOUCHED);
+	/* a file page beyond the end of the file (at the last call, a
+	 * page may lie there) would raise SIGBUS here: read one byte the
+	 * kernel's way first */
+	if (!own && i >= atomic_load(&m->safe)) {
+		unsigned char b;
+		struct iovec l = { &b, 1 }, r = { pa, 1 };
+		if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != 1 &&
+		    errno != ENOSYS)
+			return false;
 	}
-	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
-	if (n == (ssize_t)g_pg)
-		return true;
-	if (n < 0 && errno == ENOSYS) {
-		memcpy(l.iov_base, r.iov_base, g_pg);
-		return true;
+	/* A file page not copied yet still shows the page cache, which
+	 * another handle's commit may change before the store copies it:
+	 * copy it now (a byte written through /proc/self/mem, with the value
+	 * it has), so that the base is exactly the page the stores go into. */
+	int fd = g_memfd;
+	if (!own && fd >= 0 && g_mempid == getpid()) {
+		unsigned char b = *(volatile unsigned char *)pa;
+		if (pwrite(fd, &b, 1, (off_t)(uintptr_t)pa) != 1)
+			{}   /* then as before: the store copies it */
 	}
-	return false;
+	memcpy(m->bases + i * g_pg, pa, g_pg);
+	return true;
 }
 
 static void lk_take(struct oa_map *m)
@@ -170,10 +177,36 @@ static void list_add(struct oa_map *m, uint64_t p)
  * writable that the process's count of mappings (vm.max_map_count, 65530
  * by default) comes near; then aligned runs of 16 and 512 pages, which
  * the kernel merges into fewer areas. */
+static long g_single = 4096, g_sixteen = 32768;   /* map_limits() */
+
 static unsigned chunk_shift(void)
 {
 	long c = atomic_load(&g_captured);
-	return c < 4096 ? 0 : c < 32768 ? 4 : 9;
+	return c < g_single ? 0 : c < g_sixteen ? 4 : 9;
+}
+
+/* The thresholds from the kernel's limit: single pages up to a quarter
+ * of it (each isolated page is up to two areas), runs of 16 to half. */
+static void map_limits(void)
+{
+	FILE *fp = fopen("/proc/sys/vm/max_map_count", "re");
+	long v = 0;
+	if (fp) {
+		if (fscanf(fp, "%ld", &v) != 1)
+			v = 0;
+		fclose(fp);
+	}
+	if (v >= 16384) {
+		g_single = v / 4;
+		g_sixteen = v / 2;
+	}
+	/* the tests make them small, to run the runs of pages */
+	const char *e = getenv("OATOMIC_MAP_CHUNKS");
+	long a, b;
+	if (e && sscanf(e, "%ld,%ld", &a, &b) == 2 && a >= 0 && b >= a) {
+		g_single = a;
+		g_sixteen = b;
+	}
 }
 
 static void chain(int sig, siginfo_t *si, void *uc)
@@ -632,12 +665,14 @@ static int protect_span(struct oa_map *m, const uint32_t *list, size_t n)
 
 static int self_mem(void)
 {
-	if (g_memfd >= 0 && g_memgen == oa_fork_gen())
+	pid_t me = getpid();
+	if (g_memfd >= 0 && g_mempid == me)
 		return g_memfd;
 	if (g_memfd >= 0)
 		close(g_memfd);   /* the parent's memory: never write there */
+	g_memfd = -1;
+	g_mempid = me;
 	g_memfd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-	g_memgen = oa_fork_gen();
 	return g_memfd;
 }
 
@@ -1261,6 +1296,8 @@ static struct oa_map *map_new(struct oa_file *f, uint64_t end)
 				atomic_store(&g_nslots, i + 1);
 			break;
 		}
+	self_mem();   /* before any fault needs it (copy_base) */
+	map_limits();
 	static bool atfork;
 	if (!atfork && pthread_atfork(NULL, NULL, atfork_child) == 0)
 		atfork = true;

@@ -526,6 +526,46 @@ static void test_spill(void)
 	free(want);
 }
 
+/* ---- 7b: runs of pages captured together (many pages writable) ---- */
+
+static void test_chunks(void)
+{
+	const char *path = tu_path("chunks");
+	const size_t sz = 16 << 20, npg = sz / PG;
+	unsigned char *want = pattern(sz, 9);
+	tu_write_file(path, want, sz, 0644);
+	/* runs of 16 pages past 64 captured, of 512 past 256 */
+	setenv("OATOMIC_MAP_CHUNKS", "64,256", 1);
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *m = oa_mmap(w, sz, PROT_READ | PROT_WRITE, 0);
+	unsetenv("OATOMIC_MAP_CHUNKS");
+	CHECK(m != NULL);
+	uint64_t r = 12345;
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 600; i++) {
+			size_t p = (size_t)(tu_rand(&r) % npg);
+			size_t o = (size_t)(tu_rand(&r) % 3900);
+			m[p * PG + o] ^= 0xa5;
+			want[p * PG + o] ^= 0xa5;
+		}
+		/* another handle commits into pages the runs took but the
+		 * program never stored to: kept */
+		for (int i = 0; i < 20; i++) {
+			size_t p = (size_t)(tu_rand(&r) % npg);
+			char b[8];
+			snprintf(b, sizeof(b), "o%06d", i);
+			tu_oa_update(path, b, 7, (off_t)(p * PG + 4000));
+			/* (the program's stores lie below 3900) */
+			memcpy(want + p * PG + 4000, b, 7);
+		}
+		CHECK_OK(oa_commit(w));
+		CHECK_FILE(path, want, sz, (off_t)sz);
+		CHECK_MEM(m, want, sz);
+	}
+	CHECK_OK(oa_close(w));
+	free(want);
+}
+
 /* ---- 8: a full disk: the commit fails, nothing is lost ---- */
 
 static void test_full(void)
@@ -590,6 +630,7 @@ int main(void)
 	test_errors_signals_fork();
 	test_chain();
 	test_spill();
+	test_chunks();
 	test_full();
 	return 0;
 }
