@@ -71,8 +71,8 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 	if (!num($25)) print "lat_vs_inplace: " $0
 }
 END {
-	split("small large many concurrent recovery open oneshot replace change fill", wl, " ")
-	for (i = 1; i <= 10; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
+	split("small large many concurrent recovery open oneshot replace change fill mmap", wl, " ")
+	for (i = 1; i <= 11; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
 	for (k in okalt) n++
 }')
 [ -z "$bad" ] || fail "$(printf 'bad rows:\n%s' "$bad")"
@@ -94,6 +94,13 @@ for a in oatomic-auto inplace; do
 done
 grep -q '^small,sqlite-rollback,update_bytes,4096,1048576,unaligned,ok,' "$csv" &&
 	fail "sqlite-rollback ran the unaligned point"
+# mmap: oatomic and msync at every point, and the ramp.
+for pt in "dirty_pages,163,67108864,1%" "dirty_pages,1638,67108864,10%" \
+	"dirty_pages,16384,67108864,100%" "commits,100,67108864,ramp 1%"; do
+	for a in oatomic-auto msync; do
+		grep -q "^mmap,$a,$pt,ok," "$csv" || fail "no ok row mmap,$a,$pt"
+	done
+done
 # frag: ok rows where the exchange method opens (XFS), n/a rows elsewhere.
 grep -q '^frag,oatomic-auto,frag_commits,0,4194304,-,\(ok\|n/a\),' "$csv" ||
 	fail "no frag row for oatomic-auto"

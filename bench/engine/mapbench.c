@@ -275,6 +275,44 @@ static struct bench_row *mb_row(struct bench_report *rep, const char *alt,
 	return row;
 }
 
+/* The figures of an ok row from RES: N commits of LOGICAL bytes each
+ * (the bytes stored); BASE the msync row's median (<= 0: none yet). */
+static void mb_fill(struct bench_row *row, struct mb_res *res, double logical,
+		    double base)
+{
+	double sum = 0;
+	for (int i = 0; i < res->n; i++)
+		sum += res->lat[i];
+	double first = res->lat[0];
+	row->status = "ok";
+	row->reps = 1;
+	row->commits = (uint64_t)res->n;
+	row->lat_med = bench_quantile(res->lat, res->n, 0.5);  /* sorts */
+	row->lat_p99 = bench_quantile(res->lat, res->n, 0.99);
+	row->lat_min = res->lat[0];
+	row->lat_max = res->lat[res->n - 1];
+	row->cps = row->cps_min = row->cps_max = sum > 0 ? res->n / (sum / 1e6)
+							 : -1;
+	row->mbs = sum > 0 ? logical * res->n / (sum / 1e6) / 1e6 : -1;
+	row->flushes = (double)(res->m1.app.flushes - res->m0.app.flushes) /
+		       res->n;
+	row->wamp = (double)(res->m1.app.bytes - res->m0.app.bytes) /
+		    (logical * res->n);
+	row->io_wamp = (double)(res->m1.io_wbytes - res->m0.io_wbytes) /
+		       (logical * res->n);
+	if (res->m0.dev_ok && res->m1.dev_ok) {
+		row->dev_flushes = (double)(res->m1.dev_flushes -
+					    res->m0.dev_flushes) / res->n;
+		row->dev_wamp = (double)(res->m1.dev_sectors -
+					 res->m0.dev_sectors) * 512 /
+				(logical * res->n);
+	}
+	row->cpu_us = (res->m1.cpu_s - res->m0.cpu_s) * 1e6 / res->n;
+	row->peak_kib = res->peak;
+	row->vs_floor = base > 0 ? row->lat_med / base : 1;
+	(void)first;
+}
+
 static double mb_median(const double *v, int a, int b)
 {
 	double t[64];
@@ -292,11 +330,12 @@ int bench_mmap(const struct bench_opts *o, struct bench_report *rep,
 	struct mb_alt xs[BENCH_MAXALTS + 3];
 	int nx = 0, failed = 0;
 
+	/* msync first: the others' ratio is to it */
+	xs[nx++] = (struct mb_alt){ "msync", MB_MSYNC, -1 };
 	for (int i = 0; i < nalts; i++)
 		if (alts[i]->method >= 0 && alts[i]->usable)
 			xs[nx++] = (struct mb_alt){ alts[i]->name, MB_OA,
 						    alts[i]->method };
-	xs[nx++] = (struct mb_alt){ "msync", MB_MSYNC, -1 };
 	xs[nx++] = (struct mb_alt){ "snapshot", MB_SNAP, -1 };
 	xs[nx++] = (struct mb_alt){ "writeback", MB_WB, -1 };
 	if (o->format == BF_TABLE)
@@ -344,36 +383,11 @@ int bench_mmap(const struct bench_opts *o, struct bench_report *rep,
 					bench_print_row_live(rep, row, o->format);
 					continue;
 				}
-				double logical = (double)d * MB_STORE * res.n;
-				row->status = "ok";
-				row->reps = 1;
-				row->commits = (uint64_t)res.n;
-				row->txn_bytes = d * MB_STORE;
 				double first = res.lat[0];
-				row->lat_med = bench_quantile(res.lat, res.n, 0.5);
-				row->lat_p99 = bench_quantile(res.lat, res.n, 0.99);
-				row->lat_min = res.lat[0];
-				row->lat_max = res.lat[res.n - 1];
-				row->flushes = (double)(res.m1.app.flushes -
-					res.m0.app.flushes) / res.n;
-				if (res.m0.dev_ok && res.m1.dev_ok) {
-					row->dev_flushes = (double)
-						(res.m1.dev_flushes -
-						 res.m0.dev_flushes) / res.n;
-					row->dev_wamp = (double)
-						(res.m1.dev_sectors -
-						 res.m0.dev_sectors) * 512 /
-						logical;
-				}
-				row->io_wamp = (double)(res.m1.io_wbytes -
-					res.m0.io_wbytes) / logical;
-				row->cpu_us = (res.m1.cpu_s - res.m0.cpu_s) * 1e6 /
-					      res.n;
-				row->peak_kib = res.peak;
+				row->txn_bytes = d * MB_STORE;
+				mb_fill(row, &res, (double)d * MB_STORE, base);
 				if (x->kind == MB_MSYNC)
 					base = row->lat_med;
-				if (base > 0)
-					row->vs_floor = row->lat_med / base;
 				snprintf(row->note, sizeof(row->note),
 					 "%.2f us per dirty page; first commit "
 					 "%.0f us", row->lat_med / (double)d,
@@ -389,6 +403,7 @@ int bench_mmap(const struct bench_opts *o, struct bench_report *rep,
 		rsize = o->max_size;
 	int rn = o->quick ? 100 : 500;
 	uint64_t rd = rsize / BENCH_PAGE / 100;
+	double rbase = -1;
 	for (int k = 0; k < nx; k++) {
 		const struct mb_alt *x = &xs[k];
 		struct mb_res res;
@@ -407,20 +422,12 @@ int bench_mmap(const struct bench_opts *o, struct bench_report *rep,
 			bench_print_row_live(rep, row, o->format);
 			continue;
 		}
-		row->lat_min = row->lat_max = -1;
 		double a = mb_median(res.lat, 0, 10);
 		double b = mb_median(res.lat, res.n - 10, res.n);
-		row->status = "ok";
-		row->reps = 1;
-		row->commits = (uint64_t)res.n;
 		row->txn_bytes = rd * MB_STORE;
-		row->lat_med = bench_quantile(res.lat, res.n, 0.5);
-		row->lat_p99 = bench_quantile(res.lat, res.n, 0.99);
-		row->flushes = (double)(res.m1.app.flushes -
-					res.m0.app.flushes) / res.n;
-		if (res.m0.dev_ok && res.m1.dev_ok)
-			row->dev_flushes = (double)(res.m1.dev_flushes -
-						    res.m0.dev_flushes) / res.n;
+		mb_fill(row, &res, (double)rd * MB_STORE, rbase);
+		if (x->kind == MB_MSYNC)
+			rbase = row->lat_med;
 		snprintf(row->note, sizeof(row->note),
 			 "commits 1-10: %.0f us, %d-%d: %.0f us (x%.2f)",
 			 a, res.n - 9, res.n, b, a > 0 ? b / a : 0);
