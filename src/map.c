@@ -92,6 +92,7 @@ struct oa_map {
 	int dfd;
 	_Atomic bool nospill;
 	unsigned char *tmp;      /* a page: a spilled base, read back */
+	_Atomic long frags;      /* this window's part of g_frags */
 };
 
 #define OA_MAP_SLOTS 1024
@@ -178,10 +179,17 @@ static void list_add(struct oa_map *m, uint64_t p)
  * by default) comes near; then aligned runs of 16 and 512 pages, which
  * the kernel merges into fewer areas. */
 static long g_single = 4096, g_sixteen = 32768;   /* map_limits() */
+/* Areas the captures split off since each window was last mapped anew:
+ * the kernel cannot merge back a piece that had copied pages (each has
+ * its own anon_vma) even when it is read-only again, so they add up
+ * across transactions until oa_map_end maps the window anew. */
+static _Atomic long g_frags;
 
 static unsigned chunk_shift(void)
 {
-	long c = atomic_load(&g_captured);
+	long c = atomic_load(&g_captured), fr = atomic_load(&g_frags);
+	if (fr > c)
+		c = fr;
 	return c < g_single ? 0 : c < g_sixteen ? 4 : 9;
 }
 
@@ -288,8 +296,11 @@ static bool capture(struct oa_map *m, uint64_t p)
 						     (s & ~PG_STATE));
 				}
 			}
-			if (r == 0)
+			if (r == 0) {
 				atomic_fetch_add(&g_captured, (long)(i - run));
+				atomic_fetch_add(&g_frags, 1);
+				atomic_fetch_add(&m->frags, 1);
+			}
 			run = UINT64_MAX;
 		}
 	}
@@ -611,6 +622,25 @@ static unsigned char freeze(struct oa_map *m, uint64_t p)
 		if (atomic_compare_exchange_weak(&m->st[p], &s,
 				(unsigned char)((s & ~PG_STATE) | PG_FROZEN)))
 			return s;
+	}
+}
+
+/* Freeze page P if it is CLEAN (after a capture in progress ends);
+ * false if it is not. */
+static bool freeze_clean(struct oa_map *m, uint64_t p)
+{
+	for (;;) {
+		unsigned char s = atomic_load(&m->st[p]);
+		unsigned c = s & PG_STATE;
+		if (c == PG_CAPTURING) {
+			sched_yield();
+			continue;
+		}
+		if (c != PG_CLEAN)
+			return false;
+		if (atomic_compare_exchange_weak(&m->st[p], &s,
+				(unsigned char)((s & ~PG_STATE) | PG_FROZEN)))
+			return true;
 	}
 }
 
@@ -1095,6 +1125,35 @@ int oa_map_begin(struct oa_file *f, bool commit)
  * (the commit failed and its transaction is still pending) the pages keep
  * the pending bytes.  Either way they thaw.
  */
+static void remap_all(struct oa_file *f)
+{
+	struct oa_map *m = f->map;
+	for (uint64_t p = 0; p < m->npages;) {
+		if (!m->refs[p]) {
+			p++;
+			continue;
+		}
+		uint64_t q = p;
+		while (q < m->npages && m->refs[q])
+			q++;
+		/* clean pages frozen while it goes (a store waits in the
+		 * handler); a page another thread captured meanwhile keeps
+		 * the run as it is */
+		uint64_t i = p;
+		while (i < q && freeze_clean(m, i))
+			i++;
+		if (i == q)
+			oa_sys->mmap(m->win + p * g_pg, (q - p) * g_pg,
+				     PROT_READ, MAP_PRIVATE | MAP_FIXED, f->tfd,
+				     (off_t)(p * g_pg));
+		for (uint64_t k = p; k < i; k++)
+			unfreeze(m, k, 0, 0);
+		p = q;
+	}
+	atomic_fetch_sub(&g_frags, atomic_load(&m->frags));
+	atomic_store(&m->frags, 0);
+}
+
 void oa_map_end(struct oa_file *f, bool done)
 {
 	struct oa_map *m = f->map;
@@ -1143,7 +1202,13 @@ void oa_map_end(struct oa_file *f, bool done)
 		i = j;
 	}
 	atomic_store(&m->ntouched, 0);
-	/* what is still resident: pages captured during the commit */
+	/* Many pieces split off: with nothing captured (no store is pending
+	 * anywhere in the window), the file is mapped anew over every mapped
+	 * run, which makes each run one area again.  (Pages read since are
+	 * faulted in again from the page cache: not done every time.) */
+	if (!nofile() && atomic_load(&m->frags) > g_single / 4 &&
+	    atomic_load(&m->ndirty) == 0)
+		remap_all(f);
 	atomic_store(&m->resident, 2 * (long)atomic_load(&m->ndirty));
 	int sfd = atomic_load(&m->sfd);
 	if (sfd >= 0 && atomic_load(&m->ndirty) == 0)
@@ -1170,6 +1235,7 @@ static void map_free(struct oa_map *m)
 	if (m->slot >= 0)
 		atomic_store(&g_maps[m->slot], NULL);
 	atomic_fetch_sub(&g_captured, (long)atomic_load(&m->ndirty));
+	atomic_fetch_sub(&g_frags, atomic_load(&m->frags));
 	map_unalloc(m);
 	if (atomic_load(&m->sfd) >= 0)
 		close(atomic_load(&m->sfd));
