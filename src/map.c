@@ -139,16 +139,6 @@ static bool copy_base(struct oa_map *m, uint64_t i)
 		    errno != ENOSYS)
 			return false;
 	}
-	/* A file page not copied yet still shows the page cache, which
-	 * another handle's commit may change before the store copies it:
-	 * copy it now (a byte written through /proc/self/mem, with the value
-	 * it has), so that the base is exactly the page the stores go into. */
-	int fd = g_memfd;
-	if (!own && fd >= 0 && g_mempid == getpid()) {
-		unsigned char b = *(volatile unsigned char *)pa;
-		if (pwrite(fd, &b, 1, (off_t)(uintptr_t)pa) != 1)
-			{}   /* then as before: the store copies it */
-	}
 	memcpy(m->bases + i * g_pg, pa, g_pg);
 	return true;
 }
@@ -205,8 +195,10 @@ static void map_limits(void)
 		fclose(fp);
 	}
 	if (v >= 16384) {
-		g_single = v / 4;
-		g_sixteen = v / 2;
+		/* each isolated page is up to two areas; room kept for the
+		 * program's own */
+		g_single = v * 2 / 5;
+		g_sixteen = v * 9 / 20;
 	}
 	/* the tests make them small, to run the runs of pages */
 	const char *e = getenv("OATOMIC_MAP_CHUNKS");
@@ -276,7 +268,18 @@ static bool capture(struct oa_map *m, uint64_t p)
 			continue;
 		}
 		if (run != UINT64_MAX) {
-			/* pages [run, i) claimed: writable, listed */
+			/* Pages [run, i) claimed.  A file page not copied yet
+			 * still shows the page cache, which another handle's
+			 * commit may change before the store copies it: copy
+			 * them now, writing their bases back into them through
+			 * /proc/self/mem (read-only pages; one call), so that
+			 * each page is exactly its base until a store. */
+			int mfd = g_memfd;
+			if (mfd >= 0 && g_mempid == getpid())
+				(void)!pwrite(mfd, m->bases + run * g_pg,
+					      (i - run) * g_pg, (off_t)(uintptr_t)
+					      (m->win + run * g_pg));
+			/* writable, listed */
 			int r = mprotect(m->win + run * g_pg, (i - run) * g_pg,
 					 PROT_READ | PROT_WRITE);
 			for (uint64_t j = run; j < i; j++) {
