@@ -108,6 +108,22 @@ static pid_t g_mempid;                     /* ... of this process */
 
 /* ---- the fault handler ---- */
 
+/* Is page P in a mapping of the handle? */
+static bool mapped(const struct oa_map *m, uint64_t p)
+{
+	return p < m->npages && m->refs[p] != 0;
+}
+
+/* The end of the run from page P, below END, of pages that are mapped
+ * (MAPPED) or not. */
+static uint64_t run_end(const struct oa_map *m, uint64_t p, uint64_t end,
+			bool is_mapped)
+{
+	while (p < end && (m->refs[p] != 0) == is_mapped)
+		p++;
+	return p;
+}
+
 static _Atomic int g_nslots;               /* slots ever used */
 
 static struct oa_map *map_at(uintptr_t a)
@@ -684,9 +700,7 @@ static int protect_span(struct oa_map *m, const uint32_t *list, size_t n)
 			p++;
 			continue;
 		}
-		uint64_t q = p;
-		while (q < end && m->refs[q])
-			q++;
+		uint64_t q = run_end(m, p, end, true);
 		if (mprotect(m->win + p * g_pg, (q - p) * g_pg, PROT_READ) < 0)
 			return -1;
 		p = q;
@@ -749,11 +763,7 @@ static int poke(struct oa_map *m, char *a, const void *buf, size_t len)
 	return 0;
 }
 
-/* Pages [p0, p1) that no mapping covers are skipped. */
-static bool mapped(const struct oa_map *m, uint64_t p)
-{
-	return p < m->npages && m->refs[p] != 0;
-}
+
 
 /* Pages [p0, p1) wholly beyond the committed end of the file have no file
  * page to show: anonymous zeroed memory takes their place (ANON). */
@@ -1136,9 +1146,7 @@ static void remap_all(struct oa_file *f)
 			p++;
 			continue;
 		}
-		uint64_t q = p;
-		while (q < m->npages && m->refs[q])
-			q++;
+		uint64_t q = run_end(m, p, m->npages, true);
 		/* clean pages frozen while it goes (a store waits in the
 		 * handler); a page another thread captured meanwhile keeps
 		 * the run as it is */
@@ -1409,9 +1417,7 @@ void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off)
 			p++;
 			continue;
 		}
-		uint64_t q = p;
-		while (q < p1 && !m->refs[q])
-			q++;
+		uint64_t q = run_end(m, p, p1, false);
 		void *x = nofile()
 			? mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
@@ -1499,9 +1505,7 @@ int oa_map_remove(struct oa_file *f, void *addr, size_t length)
 			p++;
 			continue;
 		}
-		uint64_t q = p;
-		while (q < p1 && !m->refs[q])
-			q++;
+		uint64_t q = run_end(m, p, p1, false);
 		for (uint64_t r = p; r < q; r++)
 			freeze(m, r);
 		mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_NONE,
@@ -1558,9 +1562,7 @@ int oa_map_truncated(struct oa_file *f, uint64_t len, uint64_t oldv)
 			p++;
 			continue;
 		}
-		uint64_t q = p;
-		while (q < pb && mapped(m, q))
-			q++;
+		uint64_t q = run_end(m, p, pb < m->npages ? pb : m->npages, true);
 		for (uint64_t r = p; r < q; r++)
 			freeze(m, r);
 		void *x = mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
