@@ -552,8 +552,8 @@ static void test_chunks(void)
 		 * program never stored to: kept */
 		for (int i = 0; i < 20; i++) {
 			size_t p = (size_t)(tu_rand(&r) % npg);
-			char b[8];
-			snprintf(b, sizeof(b), "o%06d", i);
+			char b[16];
+			snprintf(b, sizeof(b), "o%06u", (unsigned)i % 1000000u);
 			tu_oa_update(path, b, 7, (off_t)(p * PG + 4000));
 			/* (the program's stores lie below 3900) */
 			memcpy(want + p * PG + 4000, b, 7);
