@@ -568,6 +568,15 @@ static void test_chunks(void)
 
 /* ---- 8: a full disk: the commit fails, nothing is lost ---- */
 
+static const char *small_mnt;
+static pid_t small_owner;
+
+static void unmount_small(void)
+{
+	if (small_mnt && getpid() == small_owner)
+		umount2(small_mnt, MNT_DETACH);
+}
+
 static void test_full(void)
 {
 	const char *mnt = tu_path("small");
@@ -580,6 +589,10 @@ static void test_full(void)
 		tu_note("no tmpfs mount (%s): not tried", strerror(errno));
 		return;
 	}
+	/* unmounted whatever happens (a failed check exits) */
+	small_mnt = mnt;
+	small_owner = getpid();
+	atexit(unmount_small);
 	const char *path = tu_path("small/f");
 	const size_t sz = 512 << 10;
 	unsigned char *old = pattern(sz, 8), *got = tu_malloc(sz);
@@ -613,7 +626,6 @@ static void test_full(void)
 	CHECK_OK(oa_commit(w));
 	CHECK_FILE(path, old, sz, (off_t)sz);
 	CHECK_OK(oa_close(w));
-	CHECK_OK(umount2(mnt, MNT_DETACH));
 	free(old);
 	free(got);
 }
