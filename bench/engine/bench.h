@@ -209,6 +209,7 @@ struct bench_report {
 	int nrows, cap;
 };
 
+/* A new row, every figure -1 (not measured). */
 struct bench_row *bench_add_row(struct bench_report *r);
 void bench_print(const struct bench_report *r, enum bench_format f);
 /* One row as it is finished (table mode prints as it goes). */

@@ -266,12 +266,6 @@ static struct bench_row *mb_row(struct bench_report *rep, const char *alt,
 	row->file_size = size;
 	row->mode = mode;
 	row->per_op = 0;
-	row->lat_med = row->lat_min = row->lat_max = row->lat_p99 = -1;
-	row->cps = row->cps_min = row->cps_max = row->mbs = -1;
-	row->flushes = row->wamp = row->io_wamp = -1;
-	row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
-	row->vs_floor = row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
-	row->left_files = row->left_bytes = row->cpu_us = -1;
 	return row;
 }
 
@@ -283,7 +277,6 @@ static void mb_fill(struct bench_row *row, struct mb_res *res, double logical,
 	double sum = 0;
 	for (int i = 0; i < res->n; i++)
 		sum += res->lat[i];
-	double first = res->lat[0];
 	row->status = "ok";
 	row->reps = 1;
 	row->commits = (uint64_t)res->n;
@@ -310,7 +303,6 @@ static void mb_fill(struct bench_row *row, struct mb_res *res, double logical,
 	row->cpu_us = (res->m1.cpu_s - res->m0.cpu_s) * 1e6 / res->n;
 	row->peak_kib = res->peak;
 	row->vs_floor = base > 0 ? row->lat_med / base : 1;
-	(void)first;
 }
 
 static double mb_median(const double *v, int a, int b)

@@ -28,8 +28,16 @@ struct bench_row *bench_add_row(struct bench_report *r)
 		r->rows = n;
 		r->cap = cap;
 	}
-	memset(&r->rows[r->nrows], 0, sizeof(r->rows[0]));
-	return &r->rows[r->nrows++];
+	struct bench_row *row = &r->rows[r->nrows++];
+	memset(row, 0, sizeof(*row));
+	/* every figure: not measured (-1) until a workload sets it */
+	row->lat_med = row->lat_min = row->lat_max = row->lat_p99 = -1;
+	row->cps = row->cps_min = row->cps_max = row->mbs = -1;
+	row->flushes = row->wamp = row->io_wamp = -1;
+	row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
+	row->vs_floor = row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
+	row->left_files = row->left_bytes = row->cpu_us = -1;
+	return row;
 }
 
 static const char *const csv_cols =

@@ -770,13 +770,6 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		row->value = p->value;
 		row->file_size = p->file_size;
 		row->mode = cm_name[p->mode];
-		row->lat_med = row->lat_min = row->lat_max = row->lat_p99 = -1;
-		row->cps = row->cps_min = row->cps_max = row->mbs = -1;
-		row->flushes = row->wamp = row->io_wamp = -1;
-		row->dev_flushes = row->dev_wamp = row->peak_kib = -1;
-		row->vs_floor = -1;
-		row->lat_p90 = row->bytes_per_op = row->vs_base = -1;
-		row->left_files = row->left_bytes = row->cpu_us = -1;
 		row->status = "n/a";
 		if (!applicable(a, p, why, sizeof(why))) {
 			snprintf(row->note, sizeof(row->note), "%s", why);
