@@ -625,42 +625,43 @@ static void free_base(struct oa_map *m, uint64_t p)
 	}
 }
 
-/* Freeze page P (state to FROZEN from CLEAN or CAPTURED; waits out a
- * capture).  Returns the state it had. */
-static unsigned char freeze(struct oa_map *m, uint64_t p)
+/* Freeze page P: its state to FROZEN from CLEAN, or (unless CLEAN_ONLY)
+ * from CAPTURED, once a capture in progress has ended.  *WAS gets the
+ * state it had; false if it was not one to freeze. */
+static bool freeze_from(struct oa_map *m, uint64_t p, bool clean_only,
+			unsigned char *was)
 {
 	for (;;) {
 		unsigned char s = atomic_load(&m->st[p]);
 		unsigned c = s & PG_STATE;
+		*was = s;
 		if (c == PG_CAPTURING) {
 			sched_yield();
 			continue;
 		}
-		if (c == PG_FROZEN)
-			return s;   /* frozen already, by this call */
-		if (atomic_compare_exchange_weak(&m->st[p], &s,
-				(unsigned char)((s & ~PG_STATE) | PG_FROZEN)))
-			return s;
-	}
-}
-
-/* Freeze page P if it is CLEAN (after a capture in progress ends);
- * false if it is not. */
-static bool freeze_clean(struct oa_map *m, uint64_t p)
-{
-	for (;;) {
-		unsigned char s = atomic_load(&m->st[p]);
-		unsigned c = s & PG_STATE;
-		if (c == PG_CAPTURING) {
-			sched_yield();
-			continue;
-		}
-		if (c != PG_CLEAN)
+		if (clean_only && c != PG_CLEAN)
 			return false;
+		if (c == PG_FROZEN)
+			return true;   /* frozen already, by this call */
 		if (atomic_compare_exchange_weak(&m->st[p], &s,
 				(unsigned char)((s & ~PG_STATE) | PG_FROZEN)))
 			return true;
 	}
+}
+
+/* Freeze page P from CLEAN or CAPTURED; returns the state it had. */
+static unsigned char freeze(struct oa_map *m, uint64_t p)
+{
+	unsigned char was;
+	freeze_from(m, p, false, &was);
+	return was;
+}
+
+/* Freeze page P if it is CLEAN; false if it is not. */
+static bool freeze_clean(struct oa_map *m, uint64_t p)
+{
+	unsigned char was;
+	return freeze_from(m, p, true, &was);
 }
 
 static void unfreeze(struct oa_map *m, uint64_t p, unsigned char set,
