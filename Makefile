@@ -1,6 +1,7 @@
 # oatomic - build, test, install.
 #
-#   make                 build/liboatomic.so, build/liboatomic.a, build/oatomic
+#   make                 build/liboatomic.so, build/liboatomic.a, build/oatomic,
+#                        build/liboatomic-preload.so (`oatomic run`)
 #   make test            the whole test suite (what README and .ci/run run)
 #   make install PREFIX=/usr/local [DESTDIR=...]
 #   make BUILD=build-asan SANITIZE=1 test    the suite under ASan + UBSan
@@ -55,10 +56,11 @@ TUTIL_OBJ := $(TUTIL_SRC:tests/util/%.c=$(BUILD)/obj/tutil/%.o)
 TESTS     := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 SONAME    := liboatomic.so.$(SOMAJOR)
+PRELOAD   := $(BUILD)/liboatomic-preload.so
 SHLIB     := $(BUILD)/liboatomic.so.$(VERSION)
 
 all: $(BUILD)/liboatomic.so $(BUILD)/liboatomic.a $(BUILD)/oatomic $(TESTS) \
-     $(BUILD)/oatomic.pc
+     $(BUILD)/oatomic.pc $(PRELOAD)
 
 # The engine of `oatomic bench` (bench/engine/), linked into the tool.
 BENGINE_SRC := $(sort $(wildcard bench/engine/*.c))
@@ -92,6 +94,30 @@ $(BUILD)/liboatomic.a: $(LIB_OBJ)
 $(BUILD)/obj/tools/%.o: tools/%.c $(wildcard tools/*.h) $(wildcard src/*.h) include/oatomic.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itools $(CFLAGS) -c $< -o $@
+
+# The preload library of `oatomic run` (preload/): the interposers and a
+# private copy of the library, exporting nothing but the C library's names
+# it stands in for.  Built without the sanitizers even in a SANITIZE build:
+# it is loaded into programs (sh, python3, ...) that do not load their
+# runtime first.
+PRE_CFLAGS  := -std=gnu11 -O2 -g $(WARN) -fPIC -fvisibility=hidden
+PRE_LIB_OBJ := $(LIB_SRC:src/%.c=$(BUILD)/obj/prepic/%.o)
+PRE_OBJ     := $(BUILD)/obj/prepic/preload.o $(BUILD)/obj/prepic/progcheck.o
+$(BUILD)/obj/prepic/%.o: src/%.c $(wildcard src/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(PRE_CFLAGS) -c $< -o $@
+$(BUILD)/obj/prepic/%.o: preload/%.c $(wildcard preload/*.h) include/oatomic.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Ipreload $(PRE_CFLAGS) -c $< -o $@
+$(PRELOAD): $(PRE_OBJ) $(PRE_LIB_OBJ)
+	$(CC) -shared -Wl,--no-undefined -o $@ $(PRE_OBJ) $(PRE_LIB_OBJ) $(LIBS) -ldl
+
+TOOL_OBJ    += $(BUILD)/obj/tools/progcheck.o
+$(BUILD)/obj/tools/progcheck.o: preload/progcheck.c preload/progcheck.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Ipreload $(CFLAGS) -c $< -o $@
+$(BUILD)/obj/tools/cmd_run.o: preload/progcheck.h
+$(BUILD)/obj/tools/cmd_run.o: CPPFLAGS += -Ipreload -DOA_LIBDIR='"$(LIBDIR)"'
 
 $(BUILD)/oatomic: $(TOOL_OBJ) $(BUILD)/liboatomic.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/liboatomic.a $(LIBS) -lm
@@ -147,6 +173,7 @@ install: all
 	    oatomic.pc.in > $(DESTDIR)$(PCDIR)/oatomic.pc
 	chmod 0644 $(DESTDIR)$(PCDIR)/oatomic.pc
 	install -m 0755 $(BUILD)/oatomic $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(PRELOAD) $(DESTDIR)$(LIBDIR)/
 	for m in man/man1/*.1; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(MANDIR)/man1/; done; true
 	for m in man/man3/*.3; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(MANDIR)/man3/; done; true
 

@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28 and 30-32)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-32 and 40-41)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 40 41}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -54,6 +54,8 @@ declare -A what=(
 	[30]="mappings: a page stored to is missed by the commit"
 	[31]="mappings: stores join the transaction after its commit point"
 	[32]="mappings: an abort leaves the aborted stores in the mapping"
+	[40]="oatomic run: a commit in two transactions, half of each extent in the first (P4)"
+	[41]="oatomic run: a process's last close commits while another still holds the file (P5)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -67,6 +69,8 @@ declare -A tests_of=(
 	[25]="conf_damage"   # damage after a kill: no other test damages
 	                     # an acknowledged commit in the boot that made it
 	[28]="conf_clean"    # an old journal put back beside a clean file
+	[40]="preload_torture.sh"   # 40-41: the preload library's protocol
+	[41]="preload_programs.sh"  # (preload/), by its own tests
 	# 30-32: the simulator's mapping workload catches them first; the kill
 	# torture's mapping rounds do too (MUTANT_TESTS=torture_kill)
 )
@@ -132,7 +136,7 @@ for m in $MUTANTS; do
 	     "$b/tests/sim_faults" "$b/tests/unit_recover" \
 	     "$b/tests/conf_recover" "$b/tests/conf_damage" "$b/tests/torture_kill" \
 	     "$b/tests/torture_pair" "$b/tests/torture_cut" \
-	     "$b/oatomic" \
+	     "$b/oatomic" "$b/liboatomic-preload.so" \
 	     >"$work/make$m.log" 2>&1; then
 		echo "mutant $m: build failed"; cat "$work/make$m.log"; continue
 	fi

@@ -46,6 +46,7 @@ static const struct tool_cmd *const cmdtab[] = {
 	&replace_cmd,
 	&recover_cmd,
 	&check_cmd,
+	&run_cmd,
 	&demo_cmd,
 	&bench_cmd,
 	&help_cmd,

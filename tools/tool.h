@@ -37,6 +37,7 @@ extern const struct tool_cmd write_cmd;		/* cmd_write.c */
 extern const struct tool_cmd replace_cmd;	/* cmd_write.c */
 extern const struct tool_cmd recover_cmd;	/* cmd_recover.c */
 extern const struct tool_cmd check_cmd;		/* cmd_recover.c */
+extern const struct tool_cmd run_cmd;		/* cmd_run.c */
 extern const struct tool_cmd demo_cmd;		/* cmd_demo.c */
 extern const struct tool_cmd bench_cmd;		/* cmd_bench.c */
 
