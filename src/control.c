@@ -243,9 +243,17 @@ static void map_live(struct oa_file *f)
 {
 	struct stat st;
 	void *p;
+	unsigned char m[8];
 	f->live = NULL;
 	if (!oa_sys->mmap || oa_xfstat(f->cfd, &st) < 0 ||
 	    st.st_size < OA_LIVE_OFF + OA_LIVE_BYTES)
+		return;
+	/* Only a live area that was written: an initialisation that a full
+	 * disk stopped after the file grew leaves a hole there, and a store
+	 * into a mapped hole that the file system cannot fill is SIGBUS (a
+	 * full tmpfs), not an error. */
+	if (oa_pread_full(f->cfd, m, sizeof(m), OA_LIVE_OFF) < 0 ||
+	    oa_get64(m) != OA_LIVE_MAGIC)
 		return;
 	p = oa_sys->mmap(NULL, 4096, f->cfd_rw ? PROT_READ | PROT_WRITE
 					       : PROT_READ,

@@ -6,6 +6,8 @@
 #    symlinks, liboatomic.a, oatomic.pc (pointing at the prefix), the tool
 #    and the man pages (section 3 for every exported function, oatomic(1));
 #  - liboatomic.so exports only the public oa_* functions;
+#  - liboatomic-preload.so is installed, exports none of them, and the
+#    installed `oatomic run` finds it and works (its man page, section 7);
 #  - a program compiled outside the tree with
 #    `pkg-config --cflags --libs oatomic` links against the installed shared
 #    library, runs (open, write, commit, read back), and really loaded the
@@ -71,6 +73,27 @@ else
 	esac
 fi
 
+# The preload library of `oatomic run`: installed beside the library,
+# exporting none of the library's functions (its copy is private), found by
+# the installed tool without help, and it works.
+PRE=$LIB/liboatomic-preload.so
+if [ ! -f "$PRE" ]; then
+	fail "lib/liboatomic-preload.so not installed"
+else
+	pexp=$(nm -D --defined-only "$PRE" | awk '$2 != "A" { print $3 }' | sed 's/@.*//')
+	echo "$pexp" | grep -q '^oa_' && fail "liboatomic-preload.so exports oa_ functions"
+	echo "$pexp" | grep -qx open || fail "liboatomic-preload.so does not define open"
+	printf 'old\n' > "$WORK/pre.txt"
+	if [ "${SANITIZE:-0}" != 1 ] && [ -z "$SAN_FLAGS" ]; then
+		(unset OATOMIC_PRELOAD; cd "$WORK" &&
+		 "$PREFIX/bin/oatomic" run -- sh -c 'echo new > pre.txt') ||
+			fail "the installed oatomic run failed"
+		[ "$(cat "$WORK/pre.txt")" = new ] || fail "the installed oatomic run: $(cat "$WORK/pre.txt")"
+	fi
+fi
+[ -f "$PREFIX/share/man/man7/liboatomic-preload.7" ] ||
+	fail "man7/liboatomic-preload.7 not installed"
+
 # Exported symbols: oa_* only, and none of the internals (oa__*, oa_x*).
 # Version nodes (OATOMIC_0.1) show up as absolute symbols: not ours to judge.
 exports=$(nm -D --defined-only "$SO" | awk '$2 != "A" { print $3 }' | sed 's/@.*//' | sort -u)
@@ -91,7 +114,7 @@ MAN=$PREFIX/share/man
 for fn in $exports; do
 	[ -f "$MAN/man3/$fn.3" ] || fail "man3/$fn.3 not installed"
 done
-for m in man/man3/*.3 man/man1/*.1; do
+for m in man/man3/*.3 man/man1/*.1 man/man7/*.7; do
 	[ -e "$m" ] || continue
 	[ -f "$MAN/$(basename "$(dirname "$m")")/$(basename "$m")" ] || fail "$m not installed"
 done

@@ -18,6 +18,8 @@
 #  - python3: seek/write/truncate/fstat/stat through the pending size, a
 #    reader process before and after os.fsync, a SIGKILL after an fsync
 #    (the fsync'd state stays, the rest is lost), mmap + flush;
+#  - a full 1 MiB tmpfs: the program gets ENOSPC, no signal, the file
+#    keeps its contents (root: mount);
 #  - sqlite3 with PRAGMA journal_mode=MEMORY: the transaction lands, the
 #    integrity check passes, no -journal or -wal file appears;
 #  - programs preloading cannot reach: a static binary (if gcc -static
@@ -210,6 +212,17 @@ ok" ] || fail "sqlite3: result"
 	[ -e db-journal ] || [ -e db-wal ] && fail "sqlite3: a journal file appeared"
 else
 	echo "NOTE: no sqlite3: its case left out"
+fi
+
+# ---- a full disk: the program sees ENOSPC, the file keeps its contents ------
+if [ "$(id -u)" = 0 ] && mkdir -p tiny && mount -t tmpfs -o size=1m tmpfs tiny 2>/dev/null; then
+	printf 'old\n' > tiny/f
+	run -- sh -c 'head -c 2000000 /dev/zero > tiny/f' 2>err; rc=$?
+	[ $rc -ge 128 ] && fail "full tmpfs: killed by signal $((rc - 128)): $(cat err)"
+	[ $rc = 0 ] && fail "full tmpfs: no error"
+	expect_file tiny/f "old
+" "full tmpfs"
+	umount tiny
 fi
 
 # ---- what preloading cannot reach ---------------------------------------------

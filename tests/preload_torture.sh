@@ -142,8 +142,14 @@ for fs in $FSLIST; do
 			sleep "0.$(printf '%03d' $((50 + RANDOM % 300)))"
 			sd=$("$T" shutdown "$mnt" 2>&1) || { fail "$fs: shutdown: $sd"; stop "$pid"; break 2; }
 			stop "$pid"
-			umount "$mnt" && mount "$loopdev" "$mnt" ||
-				{ fail "$fs: remount after cut $c"; break 2; }
+			# (a process the cut caught in the file system may take a
+			# moment to go)
+			for n in 1 2 3 4 5 6 7 8 9 10; do
+				umount "$mnt" 2>/dev/null && break
+				sleep 0.2
+			done
+			mountpoint -q "$mnt" && { fail "$fs: umount after cut $c: $(fuser -vm "$mnt" 2>&1 | tail -n +2)"; break 2; }
+			mount "$loopdev" "$mnt" || { fail "$fs: mount after cut $c"; break 2; }
 			"$OA" recover "$f" >/dev/null 2>&1 ||
 				fail "$fs cut $c ($mode): recover failed"
 			msg=$("$PY" "$PW" check "$mode" "$f" "$ackf") ||
