@@ -11,7 +11,9 @@
 #  - bash `{ echo; /bin/echo; (echo); echo; } > f`: writes from the shell,
 #    a forked subshell and an exec'd child through one shared descriptor,
 #    in order, one commit at the last close;
-#  - `exec 3>f` in dash (which leaves by _exit): committed at exit;
+#  - `exec 3>f` in dash (which leaves by _exit): committed at exit; a
+#    child that exits while its parent holds the descriptor commits
+#    nothing; `env -i` does not take the preload away from what it runs;
 #  - dd conv=notrunc,fsync; cp over an existing file (its reflink attempt
 #    falls back); sed writing through stdio (standard output and `w FILE`);
 #    tar -x --overwrite over existing files;
@@ -84,6 +86,14 @@ expect_file seen "old
 expect_file g "new
 more
 " "exec 3> committed at exit (dash leaves by _exit)"
+
+# a program that clears the environment keeps its children covered
+printf 'old\n' > e
+run -- sh -c 'env -i /bin/sh -c "exec 3>e; echo new >&3; cat e > seen_e"'
+expect_file seen_e "old
+" "env -i: the child under the preload again"
+expect_file e "new
+" "env -i: committed"
 
 printf 'old\n' > h
 run --on-close discard -- sh -c 'echo new > h; echo more > h'
