@@ -26,6 +26,13 @@
  *      the size) into F through one oatomic transaction, and only after
  *      oa_commit returned 0 does it empty S: a crash or a failed commit
  *      leaves F as it was and S still pending.
+ *  P6  in direct mode (one process, no raw path) S holds no data and the
+ *      transaction of the process's handle H is the pending image; the
+ *      written ranges are known (DIRTY, or an envelope of them), and
+ *      spill() copies them from H's view into S, whole blocks, with the
+ *      floor, before anything could reach S another way (fork, exec,
+ *      spawn, stdio - also a standard descriptor 0-2, which the C
+ *      library's own streams write raw -, mmap); then S mode, for good.
  *  P5  every process that holds the description holds a read lock on byte
  *      HOLD of its own open file description of S (its TOKEN); the process
  *      whose last reference goes away finds, under the MUTEX byte, whether
@@ -163,6 +170,23 @@ struct aofd {
 	oa_file *h;               /* handle on F (committed view; commits) */
 	pid_t hpid;               /* process H belongs to */
 	bool raw;                 /* P3 holds: never emptied by commits */
+	bool solo;                /* no other process can have S: the OFD
+				   * mutex is not needed (cleared for good at
+				   * a fork, an exec or a spawn) */
+	/* DIRECT mode (P6): while only this process can reach the
+	 * description and nothing writes it raw, the pending changes are
+	 * H's transaction itself, not S: a write is an oa_pwrite, a commit
+	 * an oa_commit.  The offset and the size are then here, S holds no
+	 * data, and spill() moves everything into S (S mode) the moment
+	 * that stops being true: a fork, an exec, a spawn, stdio, mmap. */
+	bool direct;
+	bool append;              /* O_APPEND (direct mode keeps it) */
+	int64_t pos;              /* the offset (direct mode) */
+	int64_t psize;            /* the pending size (direct mode) */
+	int64_t dfloor;           /* the lowest size since the last commit */
+	int64_t base;             /* the committed size then */
+	struct rng { int64_t lo, hi; } *dirty;   /* written since (sorted) */
+	int ndirty, cdirty;
 	unsigned blk;             /* S's block size */
 };
 
@@ -292,29 +316,62 @@ static void say(const char *path, const char *what, int err)
 		(void)!syscall(SYS_write, 2, b, (size_t)n < sizeof(b) ? (size_t)n : sizeof(b));
 }
 
+/* The size of FD's file, without asking for its timestamps: a stat that
+ * reads them makes the next write log the inode (multigrain timestamps),
+ * one more block per commit. */
+static int64_t fd_size(int fd)
+{
+	struct statx sx;
+	if (REAL(statx)(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) < 0)
+		return -1;
+	return (int64_t)sx.stx_size;
+}
+
 static int64_t s_size(struct aofd *a)
 {
-	struct stat st;
-	if (REAL(fstat)(a->tok, &st) < 0)
+	return fd_size(a->tok);
+}
+
+/* X_FLOOR holds "FLOOR BASE": the floor, and the file's committed size when
+ * S was last emptied (at the open, or the last commit). */
+static int get_fb(struct aofd *a, int64_t *floor, int64_t *base)
+{
+	char b[64];
+	ssize_t n = REAL(fgetxattr)(a->tok, X_FLOOR, b, sizeof(b) - 1);
+	long long f = 0, c = 0;
+	if (n < 0)
 		return -1;
-	return st.st_size;
+	b[n] = 0;
+	if (sscanf(b, "%lld %lld", &f, &c) != 2 || f < 0 || c < f) {
+		errno = EIO;
+		return -1;
+	}
+	*floor = f;
+	*base = c;
+	return 0;
 }
 
 static int64_t get_floor(struct aofd *a)
 {
-	char b[32];
-	ssize_t n = REAL(fgetxattr)(a->tok, X_FLOOR, b, sizeof(b) - 1);
-	if (n <= 0)
-		return n < 0 ? -1 : 0;
-	b[n] = 0;
-	return strtoll(b, NULL, 10);
+	int64_t f, c;
+	return get_fb(a, &f, &c) < 0 ? -1 : f;
 }
 
+static int set_fb(struct aofd *a, int64_t floor, int64_t base)
+{
+	char b[64];
+	int n = snprintf(b, sizeof(b), "%lld %lld", (long long)floor,
+			 (long long)base);
+	return REAL(fsetxattr)(a->tok, X_FLOOR, b, (size_t)n, 0);
+}
+
+/* A lower floor (a truncation), the base kept. */
 static int set_floor(struct aofd *a, int64_t fl)
 {
-	char b[32];
-	int n = snprintf(b, sizeof(b), "%lld", (long long)fl);
-	return REAL(fsetxattr)(a->tok, X_FLOOR, b, (size_t)n, 0);
+	int64_t f, c;
+	if (get_fb(a, &f, &c) < 0)
+		return -1;
+	return set_fb(a, fl, c);
 }
 
 /* The handle on F, opened in this process (a forked child opens its own:
@@ -432,13 +489,17 @@ out:
 /* Before a write of [off, off + n): P2 for its first and last blocks. */
 static int copy_up(struct aofd *a, int64_t off, size_t n)
 {
-	int64_t floor = get_floor(a);
-	if (floor < 0)
-		return -1;
-	if (off >= floor || n == 0)
+	if (n == 0)
 		return 0;
 	int64_t B = a->blk, end = off + (int64_t)n;
 	int64_t hb = off - off % B, tb = (end - 1) - (end - 1) % B;
+	if (off == hb && end % B == 0)
+		return 0;   /* whole blocks: nothing to complete */
+	int64_t floor = get_floor(a);
+	if (floor < 0)
+		return -1;
+	if (off >= floor)
+		return 0;
 	if (off != hb || end < hb + B)
 		if (fill_holes(a, hb, hb + 1, floor) < 0)
 			return -1;
@@ -487,16 +548,144 @@ static ssize_t image_read(struct aofd *a, char *buf, size_t n, int64_t off)
 	return (ssize_t)n;
 }
 
+/* The description's lock: its threads here, and (once S may be shared)
+ * its other processes.  A fork takes every A->mu first (fork_prepare), so
+ * SOLO cannot change inside a locked section. */
 static void lock_a(struct aofd *a)
 {
 	pthread_mutex_lock(&a->mu);
-	ofd_lock(a->tok, F_WRLCK, L_MUTEX, true);
+	if (!a->solo)
+		ofd_lock(a->tok, F_WRLCK, L_MUTEX, true);
 }
 
 static void unlock_a(struct aofd *a)
 {
-	ofd_lock(a->tok, F_UNLCK, L_MUTEX, false);
+	if (!a->solo)
+		ofd_lock(a->tok, F_UNLCK, L_MUTEX, false);
 	pthread_mutex_unlock(&a->mu);
+}
+
+/* [LO, HI) was written in direct mode.  Kept sorted and merged; past 1024
+ * ranges, one envelope (spill copies more of the image: harmless, P1). */
+static void dirty_add(struct aofd *a, int64_t lo, int64_t hi)
+{
+	if (lo >= hi)
+		return;
+	int i = 0;
+	while (i < a->ndirty && a->dirty[i].hi < lo)
+		i++;
+	int j = i;
+	while (j < a->ndirty && a->dirty[j].lo <= hi) {
+		if (a->dirty[j].lo < lo)
+			lo = a->dirty[j].lo;
+		if (a->dirty[j].hi > hi)
+			hi = a->dirty[j].hi;
+		j++;
+	}
+	if (j == i) {   /* a new range at I */
+		if (a->ndirty == a->cdirty) {
+			int nc = a->cdirty ? a->cdirty * 2 : 16;
+			struct rng *d = nc <= 1024 ?
+				realloc(a->dirty, sizeof(*d) * (size_t)nc) : NULL;
+			if (!d) {   /* the envelope */
+				int64_t l = a->dirty[0].lo < lo ? a->dirty[0].lo : lo;
+				int64_t h = a->dirty[a->ndirty - 1].hi > hi ?
+					    a->dirty[a->ndirty - 1].hi : hi;
+				a->dirty[0] = (struct rng){ l, h };
+				a->ndirty = 1;
+				return;
+			}
+			a->dirty = d;
+			a->cdirty = nc;
+		}
+		memmove(a->dirty + i + 1, a->dirty + i,
+			sizeof(struct rng) * (size_t)(a->ndirty - i));
+		a->ndirty++;
+	} else if (j > i + 1) {
+		memmove(a->dirty + i + 1, a->dirty + j,
+			sizeof(struct rng) * (size_t)(a->ndirty - j));
+		a->ndirty -= j - i - 1;
+	}
+	a->dirty[i] = (struct rng){ lo, hi };
+}
+
+/* P6: direct mode to S mode.  Locked. */
+static int spill_locked(struct aofd *a)
+{
+	if (!a->direct)
+		return 0;
+	int64_t B = a->blk, size = a->psize;
+	if (REAL(ftruncate)(a->tok, size) < 0)
+		return -1;
+	char *buf = NULL;
+	for (int i = 0; i < a->ndirty; i++) {
+#if OA_MUTANT == 42   /* planted: only the bytes written, not whole blocks (P2) */
+		int64_t lo = a->dirty[i].lo, hi = a->dirty[i].hi;
+		(void)B;
+#else
+		int64_t lo = a->dirty[i].lo - a->dirty[i].lo % B;
+		int64_t hi = a->dirty[i].hi + (B - a->dirty[i].hi % B) % B;
+#endif
+		if (hi > size)
+			hi = size;
+		for (int64_t p = lo; p < hi;) {
+			size_t len = hi - p > (1 << 20) ? (1 << 20) : (size_t)(hi - p);
+			if (!buf && !(buf = malloc(1 << 20))) {
+				errno = ENOMEM;
+				return -1;
+			}
+			ssize_t r = oa_pread(a->h, buf, len, p);
+			if (r < 0) {
+				free(buf);
+				return -1;
+			}
+			memset(buf + r, 0, len - (size_t)r);
+			if (REAL(pwrite)(a->tok, buf, len, p) != (ssize_t)len) {
+				free(buf);
+				if (errno == 0)
+					errno = EIO;
+				return -1;
+			}
+			p += (int64_t)len;
+		}
+	}
+	free(buf);
+	if (set_fb(a, a->dfloor, a->base) < 0)
+		return -1;
+	for (int fd = 0; fd < g_hi; fd++)
+		if (g_tab[fd] == a) {   /* the offset, into the kernel's */
+			REAL(lseek)(fd, a->pos, SEEK_SET);
+			break;
+		}
+	if (oa_abort(a->h) < 0)
+		return -1;
+	a->ndirty = 0;
+	a->direct = false;
+	return 0;
+}
+
+/* S may reach another process from now on: every description in S mode,
+ * locking across processes. */
+static void share_all(void)
+{
+	pthread_mutex_lock(&g_mu);
+	for (struct aofd *a = g_list; a; a = a->next)
+		if (a->solo || a->direct) {
+			pthread_mutex_lock(&a->mu);
+			IN();
+			if (spill_locked(a) < 0)
+				say(a->path, "cannot hand the pending changes over", errno);
+			OUT();
+			a->solo = false;
+			pthread_mutex_unlock(&a->mu);
+		}
+	pthread_mutex_unlock(&g_mu);
+}
+
+/* The pending size, for stat. */
+static int64_t pend_size(struct aofd *a)
+{
+	return a->direct ? a->psize : s_size(a);
 }
 
 static bool mapped_range(struct aofd *a, int64_t *lo, int64_t *hi)
@@ -517,8 +706,15 @@ static bool mapped_range(struct aofd *a, int64_t *lo, int64_t *hi)
 /* P4: commit (or, DISCARD, drop) the pending image.  Locked. */
 static int commit_locked(struct aofd *a, bool discard)
 {
-	int64_t size = s_size(a), floor = get_floor(a);
-	if (size < 0 || floor < 0)
+	if (a->direct) {
+		if (discard ? oa_abort(a->h) < 0 : oa_commit(a->h) < 0)
+			return -1;
+		a->ndirty = 0;
+		a->dfloor = a->base = a->psize;
+		return 0;
+	}
+	int64_t size = s_size(a), floor, base;
+	if (size < 0 || get_fb(a, &floor, &base) < 0)
 		return -1;
 	int64_t mlo = 0, mhi = 0;
 	bool mapped = mapped_range(a, &mlo, &mhi);
@@ -527,10 +723,9 @@ static int commit_locked(struct aofd *a, bool discard)
 	{
 		if (need_handle(a) < 0)
 			return -1;
-		struct stat st;
-		if (oa_fstat(a->h, &st) < 0)
-			return -1;
-		int64_t csize = st.st_size;
+		/* the file's size as of the last reset: another handle's
+		 * commit since then is its own business */
+		int64_t csize = base;
 		bool change = false;
 		if (floor < csize) {
 			if (oa_ftruncate(a->h, floor) < 0)
@@ -587,9 +782,17 @@ static int commit_locked(struct aofd *a, bool discard)
 		if (change && oa_commit(a->h) < 0)
 			goto fail;
 	}
-	/* P4: empty S only now (keep what a mapping or stdio shows, P3), in
-	 * whole blocks: a partial punch leaves the block data */
-	if (!a->raw) {
+	/* P4: empty S only now (keep what a mapping or stdio shows, P3).
+	 * Without a mapping, by truncating it to 0 and back: ext4 and XFS
+	 * write dirty pages back before they punch a hole (an extra device
+	 * write and wait per commit), never before a truncation drops them. */
+	if (!a->raw && !mapped) {
+		if (REAL(ftruncate)(a->tok, 0) < 0 || REAL(ftruncate)(a->tok, size) < 0)
+			return -1;   /* committed, but S is not reset: the
+				      * call reports it (not seen: S grew to
+				      * SIZE before, without a limit) */
+	} else if (!a->raw) {
+		/* whole blocks: a partial punch leaves the block data */
 		int64_t B = a->blk, end = size + (B - size % B) % B;
 		int64_t lo = mapped ? mlo - mlo % B : end, hi = mapped ? mhi + (B - mhi % B) % B : end;
 		if (lo > 0)
@@ -599,7 +802,7 @@ static int commit_locked(struct aofd *a, bool discard)
 			REAL(fallocate)(a->tok, FALLOC_FL_PUNCH_HOLE |
 					FALLOC_FL_KEEP_SIZE, hi, end - hi);
 	}
-	if (set_floor(a, size) < 0)
+	if ((size != floor || size != base) && set_fb(a, size, size) < 0)
 		return -1;
 	return 0;
 fail:;
@@ -634,6 +837,7 @@ static void free_aofd(struct aofd *a)
 	unhide_close(a->tok);
 	unhide_close(a->anchor);
 	free(a->path);
+	free(a->dirty);
 	pthread_mutex_destroy(&a->mu);
 	free(a);
 }
@@ -663,6 +867,8 @@ static int let_go(struct aofd *a)
 	errno = e;
 	return rc;
 }
+
+static int materialize(struct aofd *a);
 
 /* ---- the policy ---------------------------------------------------------- */
 
@@ -740,14 +946,17 @@ static bool policy_wants(const char *abs, int flags)
 static int make_s(const char *abs)
 {
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", abs);
+	const char *pd = getenv("OATOMIC_PENDING_DIR");
+	snprintf(dir, sizeof(dir), "%s", pd && *pd ? pd : abs);
 	char *sl = strrchr(dir, '/');
-	if (sl == dir)
+	if (pd && *pd)
+		;
+	else if (sl == dir)
 		dir[1] = 0;
 	else if (sl)
 		*sl = 0;
 	int s = REAL(openat)(AT_FDCWD, dir, __O_TMPFILE | O_DIRECTORY | O_RDWR, 0600);
-	if (s >= 0 && REAL(fsetxattr)(s, X_FLOOR, "0", 1, 0) < 0) {
+	if (s >= 0 && REAL(fsetxattr)(s, X_FLOOR, "0 0", 3, 0) < 0) {
 		REAL(close)(s);
 		s = -1;
 	}
@@ -828,8 +1037,8 @@ static int atomic_open(int dirfd, const char *path, const char *abs, int flags,
 		errno = e;
 		goto fail_errno;
 	}
-	struct stat cst;
-	if (oa_fstat(a->h, &cst) < 0)
+	int64_t csize = fd_size(a->anchor);   /* recovered by oa_open */
+	if (csize < 0)
 		goto fail_errno;
 	a->tok = new_token(s, true);
 	a->tok_pid = getpid();
@@ -842,14 +1051,14 @@ static int atomic_open(int dirfd, const char *path, const char *abs, int flags,
 	a->sino = sst.st_ino;
 	if (sst.st_blksize >= 512 && sst.st_blksize <= (1 << 20))
 		a->blk = (unsigned)sst.st_blksize;
-	int64_t size = (flags & O_TRUNC) ? 0 : cst.st_size;
+	int64_t size = (flags & O_TRUNC) ? 0 : csize;
 	char tg[PATH_MAX + 64];
 	int tn = snprintf(tg, sizeof(tg), "%llu %llu %s",
 			  (unsigned long long)a->dev, (unsigned long long)a->ino,
 			  abs);
 	if (REAL(ftruncate)(s, size) < 0 ||
 	    REAL(fsetxattr)(s, X_TARGET, tg, (size_t)tn, 0) < 0 ||
-	    set_floor(a, size) < 0)
+	    set_fb(a, size, csize) < 0)
 		goto fail_errno;
 	int fl = (flags & (O_APPEND | O_NONBLOCK));
 	if (fl && REAL(fcntl)(s, F_SETFL, fl) < 0)
@@ -858,12 +1067,23 @@ static int atomic_open(int dirfd, const char *path, const char *abs, int flags,
 		goto fail_errno;
 	else if (flags & O_CLOEXEC)
 		REAL(fcntl)(s, F_SETFD, FD_CLOEXEC);
+	/* P6: direct mode from the start */
+	if ((flags & O_TRUNC) && csize > 0 && oa_ftruncate(a->h, 0) < 0)
+		goto fail_errno;
+	a->direct = true;
+	a->append = flags & O_APPEND;
+	a->pos = 0;
+	a->psize = a->dfloor = size;
+	a->base = csize;
 	a->refs = 1;
+	a->solo = true;
 	pthread_mutex_lock(&g_mu);
 	a->next = g_list;
 	g_list = a;
 	tab_set(s, a);
 	pthread_mutex_unlock(&g_mu);
+	if (s <= 2)
+		materialize(a);   /* P3: a standard stream writes it raw */
 	return s;
 fail_errno:
 	e = errno ? errno : EIO;
@@ -975,12 +1195,27 @@ static ssize_t a_pread(struct aofd *a, void *buf, size_t n, int64_t off)
 	}
 	IN();
 	lock_a(a);
-	ssize_t r = image_read(a, buf, n, off);
+	ssize_t r = a->direct ? oa_pread(a->h, buf, n, off)
+			      : image_read(a, buf, n, off);
 	int e = errno;
 	unlock_a(a);
 	OUT();
 	errno = e;
 	return r;
+}
+
+/* The offset of FD's description (direct mode: ours), and setting it. */
+static int64_t cur_off(int fd, struct aofd *a)
+{
+	return a->direct ? a->pos : REAL(lseek)(fd, 0, SEEK_CUR);
+}
+
+static void set_off(int fd, struct aofd *a, int64_t off)
+{
+	if (a->direct)
+		a->pos = off;
+	else
+		REAL(lseek)(fd, off, SEEK_SET);
 }
 
 /* read(2) at the shared offset of FD */
@@ -993,11 +1228,12 @@ static ssize_t a_read(int fd, struct aofd *a, void *buf, size_t n)
 	IN();
 	lock_a(a);
 	ssize_t r = -1;
-	off_t off = REAL(lseek)(fd, 0, SEEK_CUR);
+	int64_t off = cur_off(fd, a);
 	if (off >= 0) {
-		r = image_read(a, buf, n, off);
+		r = a->direct ? oa_pread(a->h, buf, n, off)
+			      : image_read(a, buf, n, off);
 		if (r > 0)
-			REAL(lseek)(fd, off + r, SEEK_SET);
+			set_off(fd, a, off + r);
 	}
 	int e = errno;
 	unlock_a(a);
@@ -1030,17 +1266,28 @@ static ssize_t a_writev(int fd, struct aofd *a, const struct iovec *iov,
 	IN();
 	lock_a(a);
 	ssize_t r = -1;
-	int fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL) : 0;
-	bool app = fl >= 0 && (fl & O_APPEND);
-	if (!pos && !app)
-		off = REAL(lseek)(fd, 0, SEEK_CUR);
-	if (off >= 0 && (app || copy_up(a, off, n) == 0)) {
-		/* at the end, or at the shared offset: through FD itself, so
-		 * that the kernel moves the offset; else at OFF through ours */
-		if (pos && !app)
-			r = REAL(pwritev)(a->tok, iov, cnt, off);
-		else
-			r = REAL(writev)(fd, iov, cnt);
+	if (a->direct) {
+		/* P6: into the handle's transaction */
+		if (!pos)
+			off = a->append ? a->psize : a->pos;
+		r = oa_pwritev(a->h, iov, cnt, off);
+		if (r > 0) {
+			dirty_add(a, off, off + r);
+			if (off + r > a->psize)
+				a->psize = off + r;
+			if (!pos)
+				a->pos = off + r;
+		}
+	} else {
+		/* at FD's offset (or its end, O_APPEND: then the copy-up
+		 * at the offset is needless and harmless, P1) through FD
+		 * itself, so that the kernel moves the offset; at OFF
+		 * through our description */
+		if (!pos)
+			off = REAL(lseek)(fd, 0, SEEK_CUR);
+		if (off >= 0 && copy_up(a, off, n) == 0)
+			r = pos ? REAL(pwritev)(a->tok, iov, cnt, off)
+				: REAL(writev)(fd, iov, cnt);
 	}
 	int e = errno;
 	unlock_a(a);
@@ -1090,7 +1337,7 @@ static ssize_t a_readv(int fd, struct aofd *a, const struct iovec *iov, int cnt,
 	ssize_t tot = 0;
 	if (!pos) {
 		IN();
-		off = REAL(lseek)(fd, 0, SEEK_CUR);
+		off = cur_off(fd, a);
 		OUT();
 		if (off < 0)
 			return -1;
@@ -1104,7 +1351,7 @@ static ssize_t a_readv(int fd, struct aofd *a, const struct iovec *iov, int cnt,
 			break;
 	}
 	if (!pos && tot > 0)
-		REAL(lseek)(fd, off + tot, SEEK_SET);
+		set_off(fd, a, off + tot);
 	return tot;
 }
 
@@ -1185,7 +1432,42 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off,
 EXPORT off_t lseek(int fd, off_t off, int whence)
 {
 	struct aofd *a = lookup(fd);
-	if (!a || (whence != SEEK_DATA && whence != SEEK_HOLE))
+	if (!a)
+		return REAL(lseek)(fd, off, whence);
+	if (a->direct) {
+		pthread_mutex_lock(&a->mu);
+		if (a->direct) {
+			int64_t n = -1;
+			int e = 0;
+			switch (whence) {
+			case SEEK_SET: n = off; break;
+			case SEEK_CUR: n = a->pos + off; break;
+			case SEEK_END: n = a->psize + off; break;
+			case SEEK_DATA:
+			case SEEK_HOLE:
+				if (off < 0)
+					e = EINVAL;
+				else if (off >= a->psize)
+					e = ENXIO;
+				else
+					n = whence == SEEK_DATA ? off : a->psize;
+				break;
+			default: e = EINVAL;
+			}
+			if (!e && n < 0)
+				e = EINVAL;
+			if (!e)
+				a->pos = n;
+			pthread_mutex_unlock(&a->mu);
+			if (e) {
+				errno = e;
+				return -1;
+			}
+			return n;
+		}
+		pthread_mutex_unlock(&a->mu);
+	}
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return REAL(lseek)(fd, off, whence);
 	/* the pending image has no holes the program could see */
 	IN();
@@ -1210,6 +1492,15 @@ static int a_truncate(struct aofd *a, int64_t len)
 	IN();
 	lock_a(a);
 	int r = -1;
+	if (a->direct) {
+		r = oa_ftruncate(a->h, len);
+		if (r == 0) {
+			a->psize = len;
+			if (len < a->dfloor)
+				a->dfloor = len;
+		}
+		goto out;
+	}
 	int64_t floor = get_floor(a);
 	if (floor >= 0) {
 		/* the block that straddles LEN keeps its bytes below it (P2) */
@@ -1300,7 +1591,7 @@ static void fix_stat(struct stat *st)
 		return;
 	pthread_mutex_lock(&g_mu);
 	struct aofd *a = by_inode(st->st_dev, st->st_ino);
-	int64_t sz = a ? s_size(a) : -1;
+	int64_t sz = a ? pend_size(a) : -1;
 	pthread_mutex_unlock(&g_mu);
 	if (sz >= 0)
 		st->st_size = sz;
@@ -1314,7 +1605,7 @@ EXPORT int fstat(int fd, struct stat *st)
 	IN();
 	int r = a->anchor >= 0 ? REAL(fstat)(a->anchor, st) :
 		REAL(fstatat)(AT_FDCWD, a->path, st, 0);
-	int64_t sz = r == 0 ? s_size(a) : -1;
+	int64_t sz = r == 0 ? pend_size(a) : -1;
 	OUT();
 	if (r == 0 && sz >= 0)
 		st->st_size = sz;
@@ -1408,7 +1699,7 @@ EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask,
 	pthread_mutex_lock(&g_mu);
 	struct aofd *b = by_inode(makedev(sx->stx_dev_major, sx->stx_dev_minor),
 				  sx->stx_ino);
-	int64_t sz = b ? s_size(b) : -1;
+	int64_t sz = b ? pend_size(b) : -1;
 	pthread_mutex_unlock(&g_mu);
 	if (sz >= 0)
 		sx->stx_size = (uint64_t)sz;
@@ -1417,7 +1708,9 @@ EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask,
 
 /* ---- descriptors: dup, close, fcntl ------------------------------------- */
 
-static int adopt(int newfd, struct aofd *a)
+/* NEWFD now refers to A too.  RAW: a number the program chose (dup2,
+ * dup3), where a stdio stream of its may already write raw. */
+static int adopt(int newfd, struct aofd *a, bool raw)
 {
 	if (newfd < 0)
 		return newfd;
@@ -1425,6 +1718,11 @@ static int adopt(int newfd, struct aofd *a)
 	a->refs++;
 	tab_set(newfd, a);
 	pthread_mutex_unlock(&g_mu);
+	if (newfd <= 2 || raw) {
+		int e = errno;
+		materialize(a);   /* P3: a stream writes it raw */
+		errno = e;
+	}
 	return newfd;
 }
 
@@ -1513,7 +1811,7 @@ EXPORT int dup(int fd)
 {
 	struct aofd *a = vforked() ? NULL : lookup(fd);
 	int r = REAL(dup)(fd);
-	return a ? adopt(r, a) : r;
+	return a ? adopt(r, a, false) : r;
 }
 
 static int do_dup3(int fd, int nfd, int flags, bool two)
@@ -1530,7 +1828,7 @@ static int do_dup3(int fd, int nfd, int flags, bool two)
 	struct aofd *a = lookup(fd);
 	int r = two ? REAL(dup2)(fd, nfd) : REAL(dup3)(fd, nfd, flags);
 	if (r >= 0 && a)
-		adopt(r, a);
+		adopt(r, a, true);
 	if (rc < 0 && r >= 0)
 		errno = e;   /* the old file's commit failed; NFD is the new one */
 	return r;
@@ -1559,13 +1857,17 @@ static int do_fcntl(int fd, int cmd, void *arg)
 	case F_DUPFD_CLOEXEC:
 		if (vforked())
 			return REAL(fcntl)(fd, cmd, arg);
-		return adopt(REAL(fcntl)(fd, cmd, arg), a);
+		return adopt(REAL(fcntl)(fd, cmd, arg), a, false);
 	case F_GETFL: {
 		int r = REAL(fcntl)(fd, cmd);
 		return r < 0 ? r : (r & ~O_ACCMODE) | a->acc;
 	}
-	case F_SETFL:
-		return REAL(fcntl)(fd, cmd, (int)(intptr_t)arg);
+	case F_SETFL: {
+		int r = REAL(fcntl)(fd, cmd, (int)(intptr_t)arg);
+		if (r == 0)
+			a->append = ((int)(intptr_t)arg & O_APPEND) != 0;
+		return r;
+	}
 	case F_SETLK: case F_SETLKW: case F_GETLK:
 	case F_OFD_SETLK: case F_OFD_SETLKW: case F_OFD_GETLK:
 		/* locks are the real file's, as other processes see them */
@@ -1700,7 +2002,7 @@ static int a_fallocate(struct aofd *a, int mode, int64_t off, int64_t len)
 	}
 	int64_t size;
 	IN();
-	size = s_size(a);
+	size = pend_size(a);
 	OUT();
 	if (size < 0)
 		return -1;
@@ -1754,8 +2056,8 @@ static int materialize(struct aofd *a)
 {
 	IN();
 	lock_a(a);
-	int r = 0;
-	if (!a->raw) {
+	int r = spill_locked(a);
+	if (r == 0 && !a->raw) {
 		int64_t floor = get_floor(a);
 		r = floor < 0 ? -1 : fill_holes(a, 0, floor, floor);
 		if (r == 0)
@@ -1775,7 +2077,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 		return REAL(mmap)(addr, len, prot, flags, fd, off);
 	IN();
 	lock_a(a);
-	int64_t floor = get_floor(a);
+	int64_t floor = spill_locked(a) < 0 ? -1 : get_floor(a);
 	int r = floor < 0 ? -1 : fill_holes(a, off, off + (int64_t)len, floor);
 	unlock_a(a);
 	OUT();
@@ -1962,9 +2264,14 @@ static void fork_prepare(void)
 	pthread_mutex_lock(&g_mu);
 	int e = errno;
 	t_in++;
-	for (struct aofd *a = g_list; a; a = a->next)
+	for (struct aofd *a = g_list; a; a = a->next) {
+		pthread_mutex_lock(&a->mu);
+		if (spill_locked(a) < 0)
+			say(a->path, "cannot hand the pending changes over", errno);
+		a->solo = false;
 		if (a->tok_pid == getpid())
 			a->fork_tok = new_token(a->tok, true);
+	}
 	t_in--;
 	errno = e;
 }
@@ -1974,6 +2281,7 @@ static void fork_parent(void)
 	for (struct aofd *a = g_list; a; a = a->next) {
 		unhide_close(a->fork_tok);
 		a->fork_tok = -1;
+		pthread_mutex_unlock(&a->mu);
 	}
 	pthread_mutex_unlock(&g_mu);
 }
@@ -2047,7 +2355,11 @@ static int do_execve(int dirfd, const char *path, char *const argv[],
 		}
 	}
 	/* which descriptions survive the exec: one of their descriptors is
-	 * not close-on-exec */
+	 * not close-on-exec.  (In a vfork child the parent's memory: the
+	 * parent must lock from now on, the one store made here.) */
+	for (struct aofd *a = g_list; a; a = a->next)
+		__atomic_store_n(&a->solo, false, __ATOMIC_SEQ_CST);
+	bool vf = vforked();
 	unsigned long long sino[256];
 	int fds[256][2], nf = 0;
 	int made[512], nm = 0;
@@ -2059,8 +2371,19 @@ static int do_execve(int dirfd, const char *path, char *const argv[],
 					int fl = REAL(fcntl)(fd, F_GETFD);
 					keeps = fl >= 0 && !(fl & FD_CLOEXEC);
 				}
-			if (!keeps)
+			if (!keeps) {
+				/* the exec closes it: a last close here, but
+				 * never in a vfork child (the parent holds it) */
+				if (!vf && !g_discard)
+					commit(a);
 				continue;
+			}
+			pthread_mutex_lock(&a->mu);
+			t_in++;
+			if (spill_locked(a) < 0)
+				say(a->path, "cannot hand the pending changes over", errno);
+			t_in--;
+			pthread_mutex_unlock(&a->mu);
 			/* a fresh token (never the parent's description, in a
 			 * vfork child) and the anchor, inheritable */
 			int t = exec_token(a->tok);
@@ -2306,6 +2629,7 @@ static int do_spawn(bool p, pid_t *pid, const char *file, const void *fa,
 	char **env = spawn_env(envp);
 	if (!env)
 		return ENOMEM;
+	share_all();
 	int r = p ? REAL(posix_spawnp)(pid, file, fa, at, argv, env)
 		  : REAL(posix_spawn)(pid, file, fa, at, argv, env);
 	free(env);
@@ -2320,6 +2644,23 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const void *fa,
 			const void *at, char *const argv[], char *const envp[])
 {
 	return do_spawn(true, pid, file, fa, at, argv, envp);
+}
+
+/* system(3) and popen(3) start their shell from inside the C library (no
+ * wrapper of ours runs in the child): S may be shared from then on. */
+DECL(system);
+DECL(popen);
+EXPORT int system(const char *cmd)
+{
+	if (g_ready && !vforked())
+		share_all();
+	return REAL(system)(cmd);
+}
+EXPORT FILE *popen(const char *cmd, const char *type)
+{
+	if (g_ready && !vforked())
+		share_all();
+	return REAL(popen)(cmd, type);
 }
 
 /* ---- start and exit ------------------------------------------------------- */

@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28, 30-32 and 40-41)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-32 and 40-42)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 40 41}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 40 41 42}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -56,6 +56,7 @@ declare -A what=(
 	[32]="mappings: an abort leaves the aborted stores in the mapping"
 	[40]="oatomic run: a commit in two transactions, half of each extent in the first (P4)"
 	[41]="oatomic run: a process's last close commits while another still holds the file (P5)"
+	[42]="oatomic run: a hand-over to the temporary file copies the bytes written, not whole blocks (P2, P6)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -71,6 +72,7 @@ declare -A tests_of=(
 	[28]="conf_clean"    # an old journal put back beside a clean file
 	[40]="preload_torture.sh"   # 40-41: the preload library's protocol
 	[41]="preload_programs.sh"  # (preload/), by its own tests
+	[42]="preload_programs.sh"
 	# 30-32: the simulator's mapping workload catches them first; the kill
 	# torture's mapping rounds do too (MUTANT_TESTS=torture_kill)
 )

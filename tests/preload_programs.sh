@@ -18,7 +18,9 @@
 #    falls back); sed writing through stdio (standard output and `w FILE`);
 #    tar -x --overwrite over existing files;
 #  - python3: seek/write/truncate/fstat/stat through the pending size, a
-#    reader process before and after os.fsync, a SIGKILL after an fsync
+#    reader process before and after os.fsync, writes handed over at a
+#    fork (partial blocks, a truncation, both processes writing), a
+#    SIGKILL after an fsync
 #    (the fsync'd state stays, the rest is lost), mmap + flush;
 #  - a full 1 MiB tmpfs: the program gets ENOSPC, no signal, the file
 #    keeps its contents (root: mount);
@@ -173,6 +175,40 @@ EOF
 	[ "$out" = ok ] || fail "python3 read/write/truncate/stat: $out"
 	expect_file p "0123XY67END" "python3 result"
 	[ "$(ino p)" = "$i0" ] || fail "python3: new inode"
+
+	# writes through the handle (direct mode), then a fork hands them over
+	# to the temporary file both processes share: partial blocks below
+	# the end, a truncation, writes from both sides, one commit at the end
+	head -c 20000 /dev/urandom > fk
+	cp fk fk.orig
+	out=$(run -- "$PY" - <<'EOF'
+import os
+fd = os.open('fk', os.O_RDWR)
+os.pwrite(fd, b'AAAA', 100)          # a partial block in the middle
+os.pwrite(fd, b'BBBB', 9000)
+os.ftruncate(fd, 15000)              # a truncation below the old end
+os.pwrite(fd, b'CCCC', 16000)        # past it: zeros between
+pid = os.fork()
+if pid == 0:
+    os.pwrite(fd, b'DDDD', 5000)     # the child's, pending with the rest
+    os._exit(0)
+os.waitpid(pid, 0)
+with open('fk', 'rb') as r:          # nothing committed yet
+    assert r.read() == open('fk.orig', 'rb').read(), "visible before the close"
+os.pwrite(fd, b'EEEE', 200)
+os.close(fd)
+print("ok")
+EOF
+)
+	[ "$out" = ok ] || fail "python3 fork after direct writes: $out"
+	"$PY" - <<'EOF' || fail "python3 fork after direct writes: wrong result"
+d = bytearray(open('fk.orig', 'rb').read())
+d[100:104] = b'AAAA'; d[9000:9004] = b'BBBB'; d = d[:15000]
+d += bytes(16000 - 15000) + b'CCCC'
+d[5000:5004] = b'DDDD'; d[200:204] = b'EEEE'
+import sys
+sys.exit(0 if open('fk', 'rb').read() == bytes(d) else 1)
+EOF
 
 	# a SIGKILL after an fsync: the fsync'd state, nothing after it
 	printf 'AAAAAAAA' > k

@@ -110,6 +110,10 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 	uint64_t v;
 	int opt, rc;
 
+	/* the run workload's worker: this binary again (runbench.c) */
+	if (argc >= 2 && strcmp(argv[1], "--run-worker") == 0)
+		return bench_run_worker(argc - 2, argv + 2);
+
 	while ((opt = getopt_long(argc, argv, ":d:qf:m:b:w:r:s:t:kn:z:h", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
@@ -267,6 +271,15 @@ const struct tool_cmd bench_cmd = {
 "               floor), snapshot (msync, the whole file cloned and fsync'd,\n"
 "               as famus_snap; n/a without reflink), writeback (the whole\n"
 "               copy written + fdatasync)\n"
+" An unmodified program (a worker: this binary, plain pwrite and fsync):\n"
+"   run         4 KiB pwrite + fsync of random pages of a 1 MiB and a\n"
+"               64 MiB file (--quick 1 MiB), 1000 a run (--quick 200;\n"
+"               --ops N), then 4 KiB pwrite alone (20000, --quick 5000):\n"
+"               under `oatomic run` (run), through oa_pwrite + oa_commit in\n"
+"               this process (oatomic), without the preload (inplace), and\n"
+"               under it with the file not matching (run-unmatched); --reps\n"
+"               runs alternated (default 5, --quick 2); x base: run /\n"
+"               oatomic, run-unmatched / inplace\n"
 
 "   These print median, p90 and p99 per operation, operations/s, flushes\n"
 "   and bytes written per operation, the ratio of medians to the baseline\n"

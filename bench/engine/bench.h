@@ -140,7 +140,7 @@ struct bench_opts {
 };
 
 #define BENCH_WORKLOADS "small,large,many,concurrent,recovery," \
-			BENCH_EVERYDAY ",mmap"
+			BENCH_EVERYDAY ",mmap,run"
 #define BENCH_EVERYDAY	"open,oneshot,replace,change,fill,frag"
 
 /* Run the benchmark; returns a tool exit status. */
@@ -229,5 +229,11 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
  * against msync, a reflink snapshot per commit and a whole write-back. */
 int bench_mmap(const struct bench_opts *o, struct bench_report *rep,
 	       struct bench_alt *const *alts, int nalts);
+
+/* The run workload (runbench.c): a program's pwrite + fsync under
+ * `oatomic run`, against oa_pwrite + oa_commit, in place, and unmatched. */
+int bench_run(const struct bench_opts *o, struct bench_report *rep);
+/* `oatomic bench --run-worker ...`: the program it runs (runbench.c). */
+int bench_run_worker(int argc, char **argv);
 
 #endif

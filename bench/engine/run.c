@@ -1213,6 +1213,8 @@ int bench_main(const struct bench_opts *o)
 	if (wanted(o->workloads, "mmap") &&
 	    bench_mmap(o, &rep, rc.alts, rc.nalts))
 		rc.failed = 1;
+	if (wanted(o->workloads, "run") && bench_run(o, &rep))
+		rc.failed = 1;
 	read_first("/proc/loadavg", "", rep.env.load_end,
 		   sizeof(rep.env.load_end));
 	rep.env.seconds = bench_now() - t0;

@@ -1,0 +1,385 @@
+/*
+ * runbench.c - the run workload of `oatomic bench`: what `oatomic run`
+ * costs an unmodified program.
+ *
+ * A worker (this binary again, `oatomic bench --run-worker`, a plain C loop
+ * of pwrite(2) and fsync(2) that knows nothing of oatomic) updates random
+ * 4 KiB pages of an open file; it runs in turn:
+ *   run            under the preload library, the file matching: each
+ *                  fsync is a commit;
+ *   inplace        without the preload (pwrite + fsync in place: unsafe);
+ *   run-unmatched  under the preload, the file not matching (OATOMIC_MATCH
+ *                  names another): the cost of the look-up alone;
+ * and the same update in this process through the library:
+ *   oatomic        oa_pwrite + oa_commit on a handle.
+ * Two modes: "4KiB+fsync" (the targets: run within 5 % of oatomic, and
+ * run-unmatched within noise of inplace) and "4KiB write" (pwrite alone,
+ * no flush: the interposition's CPU cost shows where no flush hides it).
+ * Each point alternates the alternatives REPS times and takes the median
+ * of their medians; x base is run / oatomic and run-unmatched / inplace.
+ * Device flushes per operation come from the block device's counters (the
+ * workers are other processes).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "oatomic.h"
+
+extern char **environ;
+
+enum rb_kind { RB_OA, RB_RUN, RB_PLAIN, RB_UNMATCHED };
+
+static const char *const rb_name[] = { "oatomic", "run", "inplace",
+				       "run-unmatched" };
+
+static uint64_t rb_rng(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static int rb_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The loop both sides run: N updates of a random page, each timed (us). */
+static int rb_loop(int fd, oa_file *f, uint64_t size, int n, int sync,
+		   uint64_t seed, double *lat)
+{
+	static unsigned char page[BENCH_PAGE];
+	uint64_t np = size / BENCH_PAGE;
+	for (int i = 0; i < n; i++) {
+		uint64_t pg = rb_rng(&seed) % np;
+		memset(page, (int)(seed & 0xff), 64);
+		double t = bench_now();
+		if (f) {
+			if (oa_pwrite(f, page, BENCH_PAGE, (off_t)(pg * BENCH_PAGE)) !=
+			    BENCH_PAGE || (sync && oa_commit(f) < 0))
+				return -1;
+		} else {
+			if (pwrite(fd, page, BENCH_PAGE, (off_t)(pg * BENCH_PAGE)) !=
+			    BENCH_PAGE || (sync && fsync(fd) < 0))
+				return -1;
+		}
+		lat[i] = (bench_now() - t) * 1e6;
+	}
+	return 0;
+}
+
+/* `oatomic bench --run-worker sync|write PATH N SEED`: prints
+ * "MEDIAN_US P99_US TOTAL_S" of N updates, or an error; exit 0/1. */
+int bench_run_worker(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "oatomic: bench --run-worker: bad arguments\n");
+		return 2;
+	}
+	int sync = strcmp(argv[0], "sync") == 0;
+	int n = atoi(argv[2]);
+	uint64_t seed = strtoull(argv[3], NULL, 10);
+	if (n <= 0)
+		return 2;
+	int fd = open(argv[1], O_RDWR);
+	if (fd < 0) {
+		perror(argv[1]);
+		return 1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_size < BENCH_PAGE)
+		return 1;
+	double *lat = malloc(sizeof(double) * (size_t)n);
+	double t0 = bench_now();
+	if (!lat || rb_loop(fd, NULL, (uint64_t)st.st_size, n, sync, seed, lat) < 0) {
+		perror("worker");
+		return 1;
+	}
+	double total = bench_now() - t0;
+	if (close(fd) < 0) {
+		perror("close");
+		return 1;
+	}
+	qsort(lat, (size_t)n, sizeof(double), rb_cmp);
+	printf("%.3f %.3f %.6f\n", lat[n / 2], lat[(int)(n * 0.99)], total);
+	free(lat);
+	return 0;
+}
+
+/* The preload library, as `oatomic run` finds it. */
+static int rb_preload(char *out, size_t n)
+{
+	const char *e = getenv("OATOMIC_PRELOAD");
+	if (e && e[0] == '/' && access(e, R_OK) == 0) {
+		snprintf(out, n, "%s", e);
+		return 0;
+	}
+	char exe[PATH_MAX];
+	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (l <= 0)
+		return -1;
+	exe[l] = 0;
+	char *sl = strrchr(exe, '/');
+	if (!sl)
+		return -1;
+	*sl = 0;
+	if ((size_t)snprintf(out, n, "%.*s/liboatomic-preload.so",
+			     PATH_MAX - 64, exe) < n && access(out, R_OK) == 0)
+		return 0;
+	if ((size_t)snprintf(out, n, "%.*s/../lib/liboatomic-preload.so",
+			     PATH_MAX - 64, exe) >= n)
+		return -1;
+	return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+struct rb_res {
+	double med, p99, total;
+};
+
+/* One worker run of KIND; 0, or -1 with WHY. */
+static int rb_spawn(enum rb_kind k, const char *preload, const char *path,
+		    int sync, int n, uint64_t seed, struct rb_res *r,
+		    char *why, size_t wn)
+{
+	char exe[PATH_MAX], ns[32], ss[32];
+	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (l <= 0) {
+		snprintf(why, wn, "/proc/self/exe: %s", strerror(errno));
+		return -1;
+	}
+	exe[l] = 0;
+	snprintf(ns, sizeof(ns), "%d", n);
+	snprintf(ss, sizeof(ss), "%llu", (unsigned long long)seed);
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		close(p[0]);
+		dup2(p[1], 1);
+		unsetenv("LD_PRELOAD");
+		unsetenv("OATOMIC_MATCH");
+		unsetenv("OATOMIC_ON_CLOSE");
+		if (k != RB_PLAIN) {
+			setenv("LD_PRELOAD", preload, 1);
+			setenv("OATOMIC_PRELOAD", preload, 1);
+		}
+		if (k == RB_UNMATCHED)
+			setenv("OATOMIC_MATCH", "*.no-such-file", 1);
+		char *av[] = { exe, (char *)"bench", (char *)"--run-worker",
+			       (char *)(sync ? "sync" : "write"), (char *)path,
+			       ns, ss, NULL };
+		execve(exe, av, environ);
+		_exit(127);
+	}
+	close(p[1]);
+	char buf[256] = "";
+	size_t got = 0;
+	ssize_t m;
+	while (got < sizeof(buf) - 1 &&
+	       (m = read(p[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)m;
+	close(p[0]);
+	int st;
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
+	    sscanf(buf, "%lf %lf %lf", &r->med, &r->p99, &r->total) != 3) {
+		snprintf(why, wn, "worker (%s) failed, status %d", rb_name[k], st);
+		return -1;
+	}
+	return 0;
+}
+
+static int rb_inproc(const char *path, int sync, int n, uint64_t seed,
+		     struct rb_res *r)
+{
+	oa_file *f = oa_open(path, O_RDWR, 0);
+	if (!f)
+		return -1;
+	struct stat st;
+	double *lat = malloc(sizeof(double) * (size_t)n);
+	if (!lat || oa_fstat(f, &st) < 0) {
+		free(lat);
+		oa_close(f);
+		return -1;
+	}
+	double t0 = bench_now();
+	int rc = rb_loop(-1, f, (uint64_t)st.st_size, n, sync, seed, lat);
+	r->total = bench_now() - t0;
+	if (oa_close(f) < 0)
+		rc = -1;
+	if (rc == 0) {
+		qsort(lat, (size_t)n, sizeof(double), rb_cmp);
+		r->med = lat[n / 2];
+		r->p99 = lat[(int)(n * 0.99)];
+	}
+	free(lat);
+	return rc;
+}
+
+static double rb_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), rb_cmp);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int bench_run(const struct bench_opts *o, struct bench_report *rep)
+{
+	static const uint64_t sizes[] = { 1ull << 20, 64ull << 20 };
+	char preload[PATH_MAX];
+	int failed = 0;
+	int reps = o->reps > 0 ? o->reps : (o->quick ? 2 : 5);
+	if (reps > 64)
+		reps = 64;
+	if (o->format == BF_TABLE)
+		printf("\n== run: a program's 4 KiB pwrite (+ fsync) of random "
+		       "pages under `oatomic run` (the preload library),\n"
+		       "   against the same through oa_pwrite + oa_commit "
+		       "(oatomic), without the preload (inplace), and under\n"
+		       "   it with the file not matching (run-unmatched); x base "
+		       "= run / oatomic, run-unmatched / inplace;\n"
+		       "   %d runs alternated, medians of their medians\n", reps);
+	int have = rb_preload(preload, sizeof(preload)) == 0;
+	for (int zi = 0; zi < (o->quick ? 1 : 2); zi++) {
+		uint64_t size = sizes[zi];
+		if (o->max_size && size > o->max_size)
+			break;
+		for (int sync = 1; sync >= 0; sync--) {
+			int n = o->ops > 0 ? o->ops :
+				sync ? (o->quick ? 200 : 1000) : (o->quick ? 5000 : 20000);
+			char path[4200];
+			snprintf(path, sizeof(path), "%s/run.dat", bench_dir());
+			if (bench_make_plain(path, size) < 0) {
+				failed = 1;
+				continue;
+			}
+			double med[4][64], p99[4][64], tot[4][64];
+			struct bench_meter m0[4], m1[4];
+			memset(m0, 0, sizeof(m0));
+			memset(m1, 0, sizeof(m1));
+			int ok[4] = { 1, have, 1, have };
+			char why[4][200] = { "", "", "", "" };
+			if (!have)
+				snprintf(why[RB_RUN], sizeof(why[0]), "no "
+					 "liboatomic-preload.so (set "
+					 "OATOMIC_PRELOAD)");
+			snprintf(why[RB_UNMATCHED], sizeof(why[0]), "%s",
+				 why[RB_RUN]);
+			for (int r = 0; r < reps; r++)
+				for (int k0 = 0; k0 < 4; k0++) {
+					/* rotate who goes first */
+					int k = (k0 + r) % 4;
+					if (!ok[k])
+						continue;
+					struct rb_res res;
+					struct bench_meter a, b;
+					bench_settle();
+					bench_meter_read(k == RB_OA, &a);
+					int rc = k == RB_OA ?
+						rb_inproc(path, sync, n, 7 + (uint64_t)r, &res) :
+						rb_spawn((enum rb_kind)k, preload, path, sync,
+							 n, 7 + (uint64_t)r, &res, why[k],
+							 sizeof(why[k]));
+					bench_meter_read(k == RB_OA, &b);
+					if (rc < 0) {
+						ok[k] = 0;
+						if (!why[k][0])
+							snprintf(why[k], sizeof(why[k]),
+								 "%s", strerror(errno));
+						failed = 1;
+						continue;
+					}
+					med[k][r] = res.med;
+					p99[k][r] = res.p99;
+					tot[k][r] = res.total;
+					m0[k] = a;   /* the last run's counters */
+					m1[k] = b;
+				}
+			double base[4] = { -1, -1, -1, -1 };
+			for (int k = 0; k < 4; k++)
+				if (ok[k]) {
+					double mm[64];
+					memcpy(mm, med[k], sizeof(double) * (size_t)reps);
+					base[k] = rb_median(mm, reps);
+				}
+			for (int k = 0; k < 4; k++) {
+				struct bench_row *row = bench_add_row(rep);
+				row->workload = "run";
+				row->alt = rb_name[k];
+				row->param = "ops";
+				row->value = (uint64_t)n;
+				row->file_size = size;
+				row->mode = sync ? "4KiB+fsync" : "4KiB write";
+				row->per_op = 0;
+				if (!ok[k]) {
+					row->status = have || k == RB_OA || k == RB_PLAIN ?
+						"failed" : "n/a";
+					snprintf(row->note, sizeof(row->note), "%.190s", why[k]);
+					bench_print_row_live(rep, row, o->format);
+					continue;
+				}
+				row->status = "ok";
+				row->reps = reps;
+				row->commits = (uint64_t)n * (uint64_t)reps;
+				row->txn_bytes = BENCH_PAGE;
+				double mm[64];
+				memcpy(mm, med[k], sizeof(double) * (size_t)reps);
+				qsort(mm, (size_t)reps, sizeof(double), rb_cmp);
+				row->lat_min = mm[0];
+				row->lat_max = mm[reps - 1];
+				row->lat_med = rb_median(mm, reps);
+				memcpy(mm, p99[k], sizeof(double) * (size_t)reps);
+				row->lat_p99 = rb_median(mm, reps);
+				memcpy(mm, tot[k], sizeof(double) * (size_t)reps);
+				double t = rb_median(mm, reps);
+				row->cps = t > 0 ? n / t : -1;
+				row->mbs = t > 0 ? (double)n * BENCH_PAGE / t / 1e6 : -1;
+				if (m0[k].dev_ok && m1[k].dev_ok) {
+					row->dev_flushes = (double)(m1[k].dev_flushes -
+						m0[k].dev_flushes) / n;
+					row->dev_wamp = (double)(m1[k].dev_sectors -
+						m0[k].dev_sectors) * 512 /
+						((double)n * BENCH_PAGE);
+				}
+				if (k == RB_OA) {
+					row->flushes = (double)(m1[k].app.flushes -
+						m0[k].app.flushes) / n;
+					row->wamp = (double)(m1[k].app.bytes -
+						m0[k].app.bytes) / ((double)n * BENCH_PAGE);
+				}
+				/* run against oatomic, unmatched against inplace */
+				int ref = k == RB_RUN ? RB_OA : k == RB_UNMATCHED ?
+					  RB_PLAIN : k;
+				row->vs_base = base[ref] > 0 && ok[ref] ?
+					       row->lat_med / base[ref] : -1;
+				row->vs_floor = base[RB_PLAIN] > 0 ?
+						row->lat_med / base[RB_PLAIN] : -1;
+				if (row->vs_base > 0 && ref != k)
+					snprintf(row->note, sizeof(row->note),
+						 "x%.3f of %s (runs %.1f-%.1f us)",
+						 row->vs_base, rb_name[ref],
+						 row->lat_min, row->lat_max);
+				else
+					snprintf(row->note, sizeof(row->note),
+						 "runs %.1f-%.1f us", row->lat_min,
+						 row->lat_max);
+				bench_print_row_live(rep, row, o->format);
+			}
+			unlink(path);
+		}
+	}
+	return failed;
+}
