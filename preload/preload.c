@@ -2360,17 +2360,44 @@ static int do_execve(int dirfd, const char *path, char *const argv[],
 	for (struct aofd *a = g_list; a; a = a->next)
 		__atomic_store_n(&a->solo, false, __ATOMIC_SEQ_CST);
 	bool vf = vforked();
+	/* Every descriptor the new program will have that is S: also one a
+	 * vfork child made by a dup2 our wrapper did not record (Python's
+	 * subprocess).  Raw calls and stack buffers only. */
+	unsigned long long open_ino[256], open_dev[256];
+	int nopen = 0;
+	if (g_list) {
+		int dfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd",
+				       O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+		char db[4096];
+		long n;
+		while (dfd >= 0 && (n = syscall(SYS_getdents64, dfd, db, sizeof(db))) > 0) {
+			for (long o = 0; o < n && nopen < 256;) {
+				struct dirent64 *de = (struct dirent64 *)(db + o);
+				o += de->d_reclen;
+				if (de->d_name[0] < '0' || de->d_name[0] > '9')
+					continue;
+				int fd = atoi(de->d_name);
+				struct stat st;
+				int fl = fd == dfd ? -1 : (int)syscall(SYS_fcntl, fd, F_GETFD);
+				if (fl < 0 || (fl & FD_CLOEXEC) ||
+				    syscall(SYS_fstat, fd, &st) < 0 || !S_ISREG(st.st_mode))
+					continue;
+				open_ino[nopen] = (unsigned long long)st.st_ino;
+				open_dev[nopen++] = (unsigned long long)st.st_dev;
+			}
+		}
+		if (dfd >= 0)
+			syscall(SYS_close, dfd);
+	}
 	unsigned long long sino[256];
 	int fds[256][2], nf = 0;
 	int made[512], nm = 0;
 	if (g_tab) {
 		for (struct aofd *a = g_list; a && nf < 256; a = a->next) {
 			bool keeps = false;
-			for (int fd = 0; fd < g_hi && !keeps; fd++)
-				if (g_tab[fd] == a) {
-					int fl = REAL(fcntl)(fd, F_GETFD);
-					keeps = fl >= 0 && !(fl & FD_CLOEXEC);
-				}
+			for (int i = 0; i < nopen && !keeps; i++)
+				keeps = open_ino[i] == (unsigned long long)a->sino &&
+					open_dev[i] == (unsigned long long)a->sdev;
 			if (!keeps) {
 				/* the exec closes it: a last close here, but
 				 * never in a vfork child (the parent holds it) */
@@ -2378,12 +2405,16 @@ static int do_execve(int dirfd, const char *path, char *const argv[],
 					commit(a);
 				continue;
 			}
-			pthread_mutex_lock(&a->mu);
-			t_in++;
-			if (spill_locked(a) < 0)
-				say(a->path, "cannot hand the pending changes over", errno);
-			t_in--;
-			pthread_mutex_unlock(&a->mu);
+			/* (after a vfork, done in the parent already) */
+			if (a->direct && REAL(fcntl)(a->tok, F_GETFD) >= 0) {
+				pthread_mutex_lock(&a->mu);
+				t_in++;
+				if (spill_locked(a) < 0)
+					say(a->path, "cannot hand the pending "
+					    "changes over", errno);
+				t_in--;
+				pthread_mutex_unlock(&a->mu);
+			}
 			/* a fresh token (never the parent's description, in a
 			 * vfork child) and the anchor, inheritable */
 			int t = exec_token(a->tok);
@@ -2646,6 +2677,36 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const void *fa,
 	return do_spawn(true, pid, file, fa, at, argv, envp);
 }
 
+/* vfork(2): the child runs in our memory until it execs, and may first
+ * close every descriptor but the ones it passes on (Python's subprocess
+ * does): hand every description over to its temporary file before, in the
+ * parent, where the library's descriptors are all there.  vfork cannot be
+ * wrapped in C (the child would return through the wrapper's frame, which
+ * the parent then returns through again), so the wrapper is a few
+ * instructions that call the hand-over and jump to the C library's vfork,
+ * which returns straight to the caller.  x86-64 only; elsewhere a vfork
+ * child's exec hands over as it can (do_execve). */
+__attribute__((visibility("hidden"))) void *oa_pl_real_vfork;
+__attribute__((visibility("hidden"))) void oa_pl_pre_vfork(void);
+void oa_pl_pre_vfork(void)
+{
+	if (!oa_pl_real_vfork)
+		oa_pl_real_vfork = dlsym(RTLD_NEXT, "vfork");
+	if (g_ready && !vforked())
+		share_all();
+}
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	"vfork:\n"
+	"	sub $8, %rsp\n"
+	"	call oa_pl_pre_vfork\n"
+	"	add $8, %rsp\n"
+	"	jmp *oa_pl_real_vfork(%rip)\n"
+	".size vfork, .-vfork\n");
+#endif
+
 /* system(3) and popen(3) start their shell from inside the C library (no
  * wrapper of ours runs in the child): S may be shared from then on. */
 DECL(system);
@@ -2806,6 +2867,7 @@ __attribute__((constructor)) static void preload_init(void)
 	    di.dli_fname[0] == '/')
 		snprintf(g_self, sizeof(g_self), "%s", di.dli_fname);
 	g_pid = getpid();
+	oa_pl_real_vfork = dlsym(RTLD_NEXT, "vfork");
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	tab_init();
 	adopt_inherited();

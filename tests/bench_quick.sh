@@ -71,8 +71,8 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 	if (!num($25)) print "lat_vs_inplace: " $0
 }
 END {
-	split("small large many concurrent recovery open oneshot replace change fill mmap", wl, " ")
-	for (i = 1; i <= 11; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
+	split("small large many concurrent recovery open oneshot replace change fill mmap run", wl, " ")
+	for (i = 1; i <= 12; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
 	for (k in okalt) n++
 }')
 [ -z "$bad" ] || fail "$(printf 'bad rows:\n%s' "$bad")"
@@ -99,6 +99,13 @@ for pt in "dirty_pages,163,67108864,1%" "dirty_pages,1638,67108864,10%" \
 	"dirty_pages,16384,67108864,100%" "commits,100,67108864,ramp 1%"; do
 	for a in oatomic-auto msync; do
 		grep -q "^mmap,$a,$pt,ok," "$csv" || fail "no ok row mmap,$a,$pt"
+	done
+done
+# run: the four alternatives of both modes (the preload is built beside the
+# tool).
+for a in oatomic run plain run-unmatched; do
+	for m in "200,1048576,4KiB+fsync" "5000,1048576,4KiB write"; do
+		grep -q "^run,$a,ops,$m,ok," "$csv" || fail "no ok row run,$a,ops,$m"
 	done
 done
 # frag: ok rows where the exchange method opens (XFS), n/a rows elsewhere.

@@ -20,6 +20,7 @@
 #  - python3: seek/write/truncate/fstat/stat through the pending size, a
 #    reader process before and after os.fsync, writes handed over at a
 #    fork (partial blocks, a truncation, both processes writing), a
+#    subprocess (vfork, close_fds) writing through the same description, a
 #    SIGKILL after an fsync
 #    (the fsync'd state stays, the rest is lost), mmap + flush;
 #  - a full 1 MiB tmpfs: the program gets ENOSPC, no signal, the file
@@ -209,6 +210,19 @@ d[5000:5004] = b'DDDD'; d[200:204] = b'EEEE'
 import sys
 sys.exit(0 if open('fk', 'rb').read() == bytes(d) else 1)
 EOF
+
+	# a child started by subprocess (vfork, every other descriptor closed)
+	# writes through the same description
+	printf 'old\n' > sp
+	run -- "$PY" -c '
+import subprocess
+f = open("sp", "r+b"); f.write(b"parent\n"); f.flush()
+subprocess.run(["echo", "child"], stdout=f)
+f.seek(0, 2); f.write(b"parent again\n"); f.close()'
+	expect_file sp "parent
+child
+parent again
+" "python3 subprocess writing to the parent's atomic file"
 
 	# a SIGKILL after an fsync: the fsync'd state, nothing after it
 	printf 'AAAAAAAA' > k

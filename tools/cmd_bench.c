@@ -276,10 +276,10 @@ const struct tool_cmd bench_cmd = {
 "               64 MiB file (--quick 1 MiB), 1000 a run (--quick 200;\n"
 "               --ops N), then 4 KiB pwrite alone (20000, --quick 5000):\n"
 "               under `oatomic run` (run), through oa_pwrite + oa_commit in\n"
-"               this process (oatomic), without the preload (inplace), and\n"
+"               this process (oatomic), without the preload (plain), and\n"
 "               under it with the file not matching (run-unmatched); --reps\n"
 "               runs alternated (default 5, --quick 2); x base: run /\n"
-"               oatomic, run-unmatched / inplace\n"
+"               oatomic, run-unmatched / plain\n"
 
 "   These print median, p90 and p99 per operation, operations/s, flushes\n"
 "   and bytes written per operation, the ratio of medians to the baseline\n"

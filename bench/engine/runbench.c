@@ -7,18 +7,20 @@
  * 4 KiB pages of an open file; it runs in turn:
  *   run            under the preload library, the file matching: each
  *                  fsync is a commit;
- *   inplace        without the preload (pwrite + fsync in place: unsafe);
+ *   plain        without the preload (pwrite + fsync in place: unsafe);
  *   run-unmatched  under the preload, the file not matching (OATOMIC_MATCH
  *                  names another): the cost of the look-up alone;
  * and the same update in this process through the library:
  *   oatomic        oa_pwrite + oa_commit on a handle.
  * Two modes: "4KiB+fsync" (the targets: run within 5 % of oatomic, and
- * run-unmatched within noise of inplace) and "4KiB write" (pwrite alone,
+ * run-unmatched within noise of plain) and "4KiB write" (pwrite alone,
  * no flush: the interposition's CPU cost shows where no flush hides it).
  * Each point alternates the alternatives REPS times and takes the median
- * of their medians; x base is run / oatomic and run-unmatched / inplace.
- * Device flushes per operation come from the block device's counters (the
- * workers are other processes).
+ * of their medians; x base is run / oatomic and run-unmatched / plain.
+ * Device flushes per operation come from the block device's counters, CPU
+ * time, peak RSS and blocks written from the workers' rusage (they are
+ * other processes); the plain worker's own calls are one fsync (or none)
+ * and one byte written per byte.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,7 +41,7 @@ extern char **environ;
 
 enum rb_kind { RB_OA, RB_RUN, RB_PLAIN, RB_UNMATCHED };
 
-static const char *const rb_name[] = { "oatomic", "run", "inplace",
+static const char *const rb_name[] = { "oatomic", "run", "plain",
 				       "run-unmatched" };
 
 static uint64_t rb_rng(uint64_t *s)
@@ -145,6 +148,9 @@ static int rb_preload(char *out, size_t n)
 
 struct rb_res {
 	double med, p99, total;
+	double cpu_s;		/* user + system */
+	double peak_kib;	/* peak RSS */
+	double wbytes;		/* bytes the process wrote to storage */
 };
 
 /* One worker run of KIND; 0, or -1 with WHY. */
@@ -194,7 +200,13 @@ static int rb_spawn(enum rb_kind k, const char *preload, const char *path,
 		got += (size_t)m;
 	close(p[0]);
 	int st;
-	waitpid(pid, &st, 0);
+	struct rusage ru;
+	memset(&ru, 0, sizeof(ru));
+	wait4(pid, &st, 0, &ru);
+	r->cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+		   (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	r->peak_kib = (double)ru.ru_maxrss;
+	r->wbytes = (double)ru.ru_oublock * 512;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
 	    sscanf(buf, "%lf %lf %lf", &r->med, &r->p99, &r->total) != 3) {
 		snprintf(why, wn, "worker (%s) failed, status %d", rb_name[k], st);
@@ -216,9 +228,16 @@ static int rb_inproc(const char *path, int sync, int n, uint64_t seed,
 		oa_close(f);
 		return -1;
 	}
+	struct bench_meter m0, m1;
+	bench_peak_reset();
+	bench_meter_read(1, &m0);
 	double t0 = bench_now();
 	int rc = rb_loop(-1, f, (uint64_t)st.st_size, n, sync, seed, lat);
 	r->total = bench_now() - t0;
+	bench_meter_read(1, &m1);
+	r->cpu_s = m1.cpu_s - m0.cpu_s;
+	r->peak_kib = bench_peak_kib();
+	r->wbytes = (double)(m1.io_wbytes - m0.io_wbytes);
 	if (oa_close(f) < 0)
 		rc = -1;
 	if (rc == 0) {
@@ -248,9 +267,9 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 		printf("\n== run: a program's 4 KiB pwrite (+ fsync) of random "
 		       "pages under `oatomic run` (the preload library),\n"
 		       "   against the same through oa_pwrite + oa_commit "
-		       "(oatomic), without the preload (inplace), and under\n"
+		       "(oatomic), without the preload (plain), and under\n"
 		       "   it with the file not matching (run-unmatched); x base "
-		       "= run / oatomic, run-unmatched / inplace;\n"
+		       "= run / oatomic, run-unmatched / plain;\n"
 		       "   %d runs alternated, medians of their medians\n", reps);
 	int have = rb_preload(preload, sizeof(preload)) == 0;
 	for (int zi = 0; zi < (o->quick ? 1 : 2); zi++) {
@@ -266,7 +285,8 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 				failed = 1;
 				continue;
 			}
-			double med[4][64], p99[4][64], tot[4][64];
+			double med[4][64], p99[4][64], tot[4][64], cpu[4][64];
+			double peak[4] = { 0, 0, 0, 0 }, wb[4] = { 0, 0, 0, 0 };
 			struct bench_meter m0[4], m1[4];
 			memset(m0, 0, sizeof(m0));
 			memset(m1, 0, sizeof(m1));
@@ -305,6 +325,10 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 					med[k][r] = res.med;
 					p99[k][r] = res.p99;
 					tot[k][r] = res.total;
+					cpu[k][r] = res.cpu_s;
+					if (res.peak_kib > peak[k])
+						peak[k] = res.peak_kib;
+					wb[k] += res.wbytes;
 					m0[k] = a;   /* the last run's counters */
 					m1[k] = b;
 				}
@@ -346,6 +370,12 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 				memcpy(mm, tot[k], sizeof(double) * (size_t)reps);
 				double t = rb_median(mm, reps);
 				row->cps = t > 0 ? n / t : -1;
+				row->cps_min = mm[reps - 1] > 0 ? n / mm[reps - 1] : -1;
+				row->cps_max = mm[0] > 0 ? n / mm[0] : -1;
+				memcpy(mm, cpu[k], sizeof(double) * (size_t)reps);
+				row->cpu_us = rb_median(mm, reps) * 1e6 / n;
+				row->peak_kib = peak[k];
+				row->io_wamp = wb[k] / ((double)n * reps * BENCH_PAGE);
 				row->mbs = t > 0 ? (double)n * BENCH_PAGE / t / 1e6 : -1;
 				if (m0[k].dev_ok && m1[k].dev_ok) {
 					row->dev_flushes = (double)(m1[k].dev_flushes -
@@ -354,13 +384,17 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 						m0[k].dev_sectors) * 512 /
 						((double)n * BENCH_PAGE);
 				}
+				if (k == RB_PLAIN) {   /* its own calls */
+					row->flushes = sync ? 1 : 0;
+					row->wamp = 1;
+				}
 				if (k == RB_OA) {
 					row->flushes = (double)(m1[k].app.flushes -
 						m0[k].app.flushes) / n;
 					row->wamp = (double)(m1[k].app.bytes -
 						m0[k].app.bytes) / ((double)n * BENCH_PAGE);
 				}
-				/* run against oatomic, unmatched against inplace */
+				/* run against oatomic, unmatched against plain */
 				int ref = k == RB_RUN ? RB_OA : k == RB_UNMATCHED ?
 					  RB_PLAIN : k;
 				row->vs_base = base[ref] > 0 && ok[ref] ?
