@@ -7,8 +7,11 @@
 # The programs are python3 (tests/util/pl_writer.py, plain Python file I/O:
 # an in-place rewrite committed by os.fsync, an O_TRUNC rewrite through a
 # buffered file, a rewrite committed by the last close, stores through a
-# mapping committed by flush) and dash (each version a `> file` redirection
-# of a loop of printf, committed at the redirection's close).
+# mapping committed by flush), dash (each version a `> file` redirection
+# of a loop of printf, committed at the redirection's close), and one run
+# per version of cp (over the file), dd (conv=notrunc,fsync), tar -x
+# --overwrite and sqlite3 (journal_mode=MEMORY, every row updated; checked
+# by its integrity check and a counter in every row).
 #
 #  1. kills: KILLS rounds over the modes, on the scratch directory's file
 #     system: start the writer, SIGKILL its process group after a random
@@ -19,8 +22,9 @@
 #     SIGKILL, umount, mount (log replay), recover, check.  No temporary of
 #     the preload may remain (they are O_TMPFILE: nothing to clean).
 #
-# Environment: PRELOAD_KILLS (default 60), PRELOAD_CUTS (default 16 per
-# file system), PRELOAD_FS (default "ext4 xfs").
+# Environment: PRELOAD_KILLS (default 90, over the 9 modes), PRELOAD_CUTS
+# (default 24 per file system, over the 8 modes but dash's), PRELOAD_FS
+# (default "ext4 xfs").
 # timeout: 900
 #
 # SPDX-License-Identifier: MIT
@@ -37,8 +41,8 @@ W=${OA_TEST_DIR:-$(mktemp -d)}
 PY=/usr/bin/python3
 PW=$here/util/pl_writer.py
 . "$here/util/fs.sh"
-KILLS=${PRELOAD_KILLS:-60}
-CUTS=${PRELOAD_CUTS:-16}
+KILLS=${PRELOAD_KILLS:-90}
+CUTS=${PRELOAD_CUTS:-24}
 FSLIST=${PRELOAD_FS:-ext4 xfs}
 
 [ -x "$PY" ] || { echo "SKIP: no $PY"; exit 77; }
@@ -48,18 +52,87 @@ fail() {
 	echo "FAIL: $*"
 	fails=$((fails + 1))
 }
-MODES="inplace trunc close mmap sh"
+MODES="inplace trunc close mmap sh cp dd tar sqlite"
+command -v sqlite3 >/dev/null || MODES=${MODES% sqlite}
+command -v tar >/dev/null || MODES=${MODES/ tar/}
+
+# The other programs' versions alternate between two contents (version V
+# is content V % 2): cp copies src.K over the file (sizes differ), dd
+# writes dsrc.K over it in place (conv=notrunc,fsync; same size), tar -x
+# --overwrite extracts it from t.K; the file must be exactly one of the two.
+# sqlite3: 200 rows, each transaction adds 1 to every v and rewrites every
+# pad; the database must pass its integrity check with min(v) = max(v) = the
+# last acknowledged version or the next.
+SRC=$W/src
+mkdir -p "$SRC/t0" "$SRC/t1"
+head -c 70000 /dev/urandom > "$SRC/src.0"
+head -c 33333 /dev/urandom > "$SRC/src.1"
+head -c 65536 /dev/urandom > "$SRC/dsrc.0"
+head -c 65536 /dev/urandom > "$SRC/dsrc.1"
+for k in 0 1; do
+	cp "$SRC/src.$k" "$SRC/t$k/f-tar"
+	tar -cf "$SRC/t.$k" -C "$SRC/t$k" f-tar 2>/dev/null
+done
+PROGS="cp dd tar sqlite"
+is_prog() { case " $PROGS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # init MODE FILE: version 0, written plainly
 init() {
-	if [ "$1" = sh ]; then "$PY" "$PW" init sh "$2"
-	else "$PY" "$PW" init "$1" "$2"; fi
+	case $1 in
+	cp|tar) cp "$SRC/src.0" "$2" ;;
+	dd) cp "$SRC/dsrc.0" "$2" ;;
+	sqlite) rm -f "$2"; sqlite3 "$2" "CREATE TABLE t(k INTEGER PRIMARY KEY, v INT, pad BLOB);
+		WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200)
+		INSERT INTO t SELECT x, 0, randomblob(200) FROM c;" ;;
+	*) "$PY" "$PW" init "$1" "$2" ;;
+	esac
+}
+
+# check MODE FILE ACK: prints what is wrong, returns 1; else 0
+check() {
+	local mode=$1 f=$2 ackf=$3 a
+	if ! is_prog "$mode"; then
+		"$PY" "$PW" check "$mode" "$f" "$ackf"
+		return
+	fi
+	a=$(tail -n 1 "$ackf" 2>/dev/null); a=${a:-0}
+	case $mode in
+	cp|tar) cmp -s "$f" "$SRC/src.0" || cmp -s "$f" "$SRC/src.1" ||
+		{ echo "$f: $(stat -c %s "$f") bytes, neither version (acked $a)"; return 1; } ;;
+	dd) cmp -s "$f" "$SRC/dsrc.0" || cmp -s "$f" "$SRC/dsrc.1" ||
+		{ echo "$f: neither version (acked $a)"; return 1; } ;;
+	sqlite)
+		local got
+		got=$(sqlite3 "$f" "PRAGMA integrity_check; SELECT min(v) || ' ' || max(v) FROM t;" 2>&1)
+		case $got in
+		"ok
+$a $a"|"ok
+$((a + 1)) $((a + 1))") ;;
+		*) echo "$f: acked $a, got: $(echo $got)"; return 1 ;;
+		esac ;;
+	esac
+	return 0
 }
 
 # start MODE FILE ACK: the writer, in its own process group; prints its pid
 start() {
 	local mode=$1 file=$2 ackf=$3
-	if [ "$mode" = sh ]; then
+	if is_prog "$mode"; then
+		# one program run per version, acknowledged (and the ack
+		# flushed) after it exited 0
+		setsid "$OA" run -- sh -c '
+			mode=$1 f=$2 ackf=$3 src=$4; v=0
+			while :; do
+				v=$((v + 1)); k=$((v % 2))
+				case $mode in
+				cp) cp "$src/src.$k" "$f" ;;
+				dd) dd if="$src/dsrc.$k" of="$f" bs=4k conv=notrunc,fsync status=none ;;
+				tar) tar -xf "$src/t.$k" --overwrite -C "${f%/*}" ;;
+				sqlite) sqlite3 "$f" "PRAGMA journal_mode=MEMORY; UPDATE t SET v = v + 1, pad = randomblob(200);" >/dev/null ;;
+				esac || exit 1
+				echo $v >> "$ackf"; sync "$ackf"
+			done' sh "$mode" "$file" "$ackf" "$SRC" >/dev/null 2>&1 &
+	elif [ "$mode" = sh ]; then
 		# dash: version V is lines V:1 .. V:(200 + V % 50); its ack
 		# (O_APPEND, left alone by the preload) after the close
 		setsid "$OA" run -- sh -c '
@@ -99,8 +172,7 @@ while [ $r -lt "$KILLS" ]; do
 		sleep "0.$(printf '%03d' $((RANDOM % 250)))"
 		stop "$pid"
 		"$OA" recover "$f" >/dev/null 2>&1 || fail "kill $r ($mode): recover failed"
-		msg=$("$PY" "$PW" check "$mode" "$f" "$ackf") ||
-			fail "kill $r ($mode): $msg"
+		msg=$(check "$mode" "$f" "$ackf") || fail "kill $r ($mode): $msg"
 	done
 done
 echo "kills: $r rounds"
@@ -131,7 +203,7 @@ for fs in $FSLIST; do
 	else mount "$loopdev" "$mnt"; fi || { fail "$fs: mount"; cleanup; continue; }
 	c=0
 	while [ $c -lt "$CUTS" ]; do
-		for mode in inplace trunc close mmap; do
+		for mode in inplace trunc close mmap $PROGS; do
 			[ $c -lt "$CUTS" ] || break
 			c=$((c + 1))
 			f=$mnt/f-$mode ackf=$W/ack-$fs-$mode
@@ -152,7 +224,7 @@ for fs in $FSLIST; do
 			mount "$loopdev" "$mnt" || { fail "$fs: mount after cut $c"; break 2; }
 			"$OA" recover "$f" >/dev/null 2>&1 ||
 				fail "$fs cut $c ($mode): recover failed"
-			msg=$("$PY" "$PW" check "$mode" "$f" "$ackf") ||
+			msg=$(check "$mode" "$f" "$ackf") ||
 				fail "$fs cut $c ($mode): $msg"
 			# nothing of the preload's is left beside the file
 			left=$(ls -A "$mnt" | grep -v '^f-\|^\.f-.*\.oa\|^lost+found$')

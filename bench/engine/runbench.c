@@ -185,6 +185,15 @@ static int rb_spawn(enum rb_kind k, const char *preload, const char *path,
 		}
 		if (k == RB_UNMATCHED)
 			setenv("OATOMIC_MATCH", "*.no-such-file", 1);
+		/* a sanitizer build of this binary: its runtime cannot be
+		 * first when a preload library is (harmless otherwise) */
+		if (k != RB_PLAIN) {
+			const char *ao = getenv("ASAN_OPTIONS");
+			char opt[1024];
+			snprintf(opt, sizeof(opt), "%s%sverify_asan_link_order=0",
+				 ao ? ao : "", ao && *ao ? ":" : "");
+			setenv("ASAN_OPTIONS", opt, 1);
+		}
 		char *av[] = { exe, (char *)"bench", (char *)"--run-worker",
 			       (char *)(sync ? "sync" : "write"), (char *)path,
 			       ns, ss, NULL };
