@@ -187,6 +187,11 @@ struct aofd {
 	int64_t base;             /* the committed size then */
 	struct rng { int64_t lo, hi; } *dirty;   /* written since (sorted) */
 	int ndirty, cdirty;
+	/* times the program set (futimens) while changes were pending: the
+	 * commit that writes them would move the times on, so they are set
+	 * again after it (cp -a, tar, rsync set them last) */
+	struct timespec times[2];
+	bool times_set;
 	unsigned blk;             /* S's block size */
 };
 
@@ -703,8 +708,20 @@ static bool mapped_range(struct aofd *a, int64_t *lo, int64_t *hi)
 	return any;
 }
 
+static int commit_locked2(struct aofd *a, bool discard);
+
 /* P4: commit (or, DISCARD, drop) the pending image.  Locked. */
 static int commit_locked(struct aofd *a, bool discard)
+{
+	int r = commit_locked2(a, discard);
+	if (r == 0 && a->times_set && a->anchor >= 0) {
+		REAL(futimens)(a->anchor, a->times);
+		a->times_set = false;
+	}
+	return r;
+}
+
+static int commit_locked2(struct aofd *a, bool discard)
 {
 	if (a->direct) {
 		if (discard ? oa_abort(a->h) < 0 : oa_commit(a->h) < 0)
@@ -1909,7 +1926,6 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 ON_FILE(int, flock, (int fd, int op), (fd, op))
 ON_FILE(int, fchmod, (int fd, mode_t m), (fd, m))
 ON_FILE(int, fchown, (int fd, uid_t u, gid_t g), (fd, u, g))
-ON_FILE(int, futimens, (int fd, const struct timespec t[2]), (fd, t))
 ON_FILE(int, fsetxattr, (int fd, const char *n, const void *v, size_t s, int f),
 	(fd, n, v, s, f))
 ON_FILE(ssize_t, fgetxattr, (int fd, const char *n, void *v, size_t s),
@@ -1917,6 +1933,28 @@ ON_FILE(ssize_t, fgetxattr, (int fd, const char *n, void *v, size_t s),
 ON_FILE(int, fremovexattr, (int fd, const char *n), (fd, n))
 ON_FILE(ssize_t, flistxattr, (int fd, char *l, size_t s), (fd, l, s))
 ON_FILE(int, fstatfs, (int fd, struct statfs *s), (fd, s))
+
+EXPORT int futimens(int fd, const struct timespec t[2])
+{
+	struct aofd *a = lookup(fd);
+	if (!a || a->anchor < 0)
+		return REAL(futimens)(fd, t);
+	int r = REAL(futimens)(a->anchor, t);
+	if (r == 0) {
+		/* kept for after the next commit, UTIME_NOW as of now */
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		pthread_mutex_lock(&a->mu);
+		for (int i = 0; i < 2; i++) {
+			a->times[i] = t ? t[i] : now;
+			if (t && t[i].tv_nsec == UTIME_NOW)
+				a->times[i] = now;
+		}
+		a->times_set = true;
+		pthread_mutex_unlock(&a->mu);
+	}
+	return r;
+}
 
 EXPORT int ioctl(int fd, unsigned long req, ...)
 {

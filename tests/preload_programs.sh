@@ -15,7 +15,8 @@
 #    child that exits while its parent holds the descriptor commits
 #    nothing; `env -i` does not take the preload away from what it runs;
 #  - dd conv=notrunc,fsync; cp over an existing file (its reflink attempt
-#    falls back); sed writing through stdio (standard output and `w FILE`);
+#    falls back); cp -a keeps mode, xattrs and times (set after the
+#    commit); sed writing through stdio (standard output and `w FILE`);
 #    tar -x --overwrite over existing files;
 #  - python3: seek/write/truncate/fstat/stat through the pending size, a
 #    reader process before and after os.fsync, writes handed over at a
@@ -126,6 +127,20 @@ run -- cp src dst || fail "cp: exit $?"
 cmp -s src dst || fail "cp over an existing file: wrong result"
 [ "$(ino dst)" = "$i0" ] || fail "cp: new inode"
 
+# cp -a: the copy's mode, extended attributes and times are the source's
+# (the times are set again after the commit at the close)
+mkdir -p ca && printf 'hello\n' > ca/x && chmod 0640 ca/x &&
+	touch -d '2020-01-01 00:00' ca/x
+have setfattr && setfattr -n user.k -v v ca/x
+run -- cp -a ca cb || fail "cp -a: exit $?"
+expect_file cb/x "hello
+" "cp -a"
+[ "$(stat -c '%a %Y' cb/x)" = "$(stat -c '%a %Y' ca/x)" ] ||
+	fail "cp -a: mode/mtime $(stat -c '%a %Y' cb/x), not $(stat -c '%a %Y' ca/x)"
+if have getfattr; then
+	[ "$(getfattr --only-values -n user.k cb/x 2>/dev/null)" = v ] || fail "cp -a: xattr"
+fi
+
 printf 'a1\na2\na3\n' > sin
 printf 'stale\n' > sout
 printf 'stale\n' > sw
@@ -223,6 +238,28 @@ f.seek(0, 2); f.write(b"parent again\n"); f.close()'
 child
 parent again
 " "python3 subprocess writing to the parent's atomic file"
+
+	# O_CREAT|O_EXCL: creates a new file (atomic, empty until the close),
+	# refuses an existing one
+	rm -f ex
+	printf 'keep\n' > ex2
+	out=$(run -- "$PY" -c '
+import os
+fd = os.open("ex", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, b"fresh\n")
+assert os.path.getsize("ex") == 6, "own stat: the pending size"
+os.close(fd)
+try:
+    os.open("ex2", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    print("EEXIST missing")
+except FileExistsError:
+    print("ok")')
+	[ "$out" = ok ] || fail "python3 O_CREAT|O_EXCL: $out"
+	expect_file ex "fresh
+" "O_CREAT|O_EXCL"
+	[ "$(stat -c %a ex)" = 600 ] || fail "O_CREAT|O_EXCL: mode $(stat -c %a ex)"
+	expect_file ex2 "keep
+" "O_CREAT|O_EXCL over an existing file"
 
 	# a SIGKILL after an fsync: the fsync'd state, nothing after it
 	printf 'AAAAAAAA' > k
