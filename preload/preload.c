@@ -181,6 +181,7 @@ struct aofd {
 	 * that stops being true: a fork, an exec, a spawn, stdio, mmap. */
 	bool direct;
 	bool append;              /* O_APPEND (direct mode keeps it) */
+	bool dsync;               /* O_SYNC, O_DSYNC: each write commits */
 	int64_t pos;              /* the offset (direct mode) */
 	int64_t psize;            /* the pending size (direct mode) */
 	int64_t dfloor;           /* the lowest size since the last commit */
@@ -1089,6 +1090,7 @@ static int atomic_open(int dirfd, const char *path, const char *abs, int flags,
 		goto fail_errno;
 	a->direct = true;
 	a->append = flags & O_APPEND;
+	a->dsync = (flags & (O_SYNC | O_DSYNC)) != 0;
 	a->pos = 0;
 	a->psize = a->dfloor = size;
 	a->base = csize;
@@ -1309,7 +1311,7 @@ static ssize_t a_writev(int fd, struct aofd *a, const struct iovec *iov,
 	int e = errno;
 	unlock_a(a);
 	OUT();
-	if (r >= 0 && (rwf & (RWF_DSYNC | RWF_SYNC)) && commit(a) < 0)
+	if (r >= 0 && ((rwf & (RWF_DSYNC | RWF_SYNC)) || a->dsync) && commit(a) < 0)
 		return -1;
 	errno = e;
 	return r;

@@ -82,6 +82,27 @@ if have getfattr; then
 		fail "sh redirection: xattr lost"
 fi
 
+# standard descriptors closed (cron, daemons): the library's own
+# descriptors must not land where the program expects its files
+printf 'old\n' > c0
+run -- sh -c 'echo new > c0; echo more >> c0' <&- >&- 2>&-
+expect_file c0 "new
+more
+" "standard descriptors closed"
+
+# O_DSYNC: every write is a commit of its own (others see it at once)
+if [ -x "$PY" ]; then
+	printf 'old\n' > ds
+	run -- "$PY" -c '
+import os, subprocess
+fd = os.open("ds", os.O_WRONLY | os.O_DSYNC)
+os.write(fd, b"new\n")
+open("ds.seen", "wb").write(subprocess.run(["cat", "ds"], capture_output=True).stdout)
+os.close(fd)'
+	expect_file ds.seen "new
+" "O_DSYNC: a write is a commit"
+fi
+
 # ---- pending until the last close; others see the old contents --------------
 printf 'old\n' > g
 run -- sh -c 'exec 3>g; echo new >&3; /bin/true; cat g > seen; echo more >&3'
