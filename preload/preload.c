@@ -1606,7 +1606,9 @@ EXPORT int fdatasync(int fd)
 
 static void fix_stat(struct stat *st)
 {
-	if (!g_tab || !S_ISREG(st->st_mode))
+	/* (no atomic file open here: the common case, without the lock) */
+	if (!g_tab || !S_ISREG(st->st_mode) ||
+	    !__atomic_load_n(&g_list, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&g_mu);
 	struct aofd *a = by_inode(st->st_dev, st->st_ino);
@@ -1713,7 +1715,8 @@ EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask,
 	} else {
 		r = REAL(statx)(dirfd, path, flags, mask, sx);
 	}
-	if (r != 0 || t_in || !g_tab || !S_ISREG(sx->stx_mode))
+	if (r != 0 || t_in || !g_tab || !S_ISREG(sx->stx_mode) ||
+	    !__atomic_load_n(&g_list, __ATOMIC_ACQUIRE))
 		return r;
 	pthread_mutex_lock(&g_mu);
 	struct aofd *b = by_inode(makedev(sx->stx_dev_major, sx->stx_dev_minor),
