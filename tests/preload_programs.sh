@@ -27,7 +27,9 @@
 #  - a full 1 MiB tmpfs: the program gets ENOSPC, no signal, the file
 #    keeps its contents (root: mount);
 #  - sqlite3 with PRAGMA journal_mode=MEMORY: the transaction lands, the
-#    integrity check passes, no -journal or -wal file appears;
+#    integrity check passes, no -journal or -wal file appears; two
+#    processes with long-lived connections increment a counter 200 times
+#    each (SQLite's locks work on the file): 400;
 #  - programs preloading cannot reach: a static binary (if gcc -static
 #    works) is refused by `oatomic run` (126) and by the preload when a
 #    shell inside the run execs it; `oatomic run --check` says which.
@@ -328,6 +330,28 @@ ok" ] || fail "sqlite3: $out"
 ok" ] || fail "sqlite3: result"
 	[ "$(ino db)" = "$i0" ] || fail "sqlite3: new inode"
 	[ -e db-journal ] || [ -e db-wal ] && fail "sqlite3: a journal file appeared"
+	# two processes with long-lived connections, 200 transactions each:
+	# SQLite's own locks (on the file itself) keep them apart
+	if [ -x "$PY" ]; then
+		rm -f cnt.db
+		sqlite3 cnt.db "create table c(n); insert into c values(0);"
+		cat > inc.py <<'EOF'
+import sqlite3
+c = sqlite3.connect('cnt.db', timeout=20, isolation_level=None)
+c.execute('PRAGMA journal_mode=MEMORY')
+for i in range(200):
+    c.execute('BEGIN IMMEDIATE')
+    c.execute('UPDATE c SET n = n + 1')
+    c.execute('COMMIT')
+c.close()
+EOF
+		run -- "$PY" inc.py & p1=$!
+		run -- "$PY" inc.py & p2=$!
+		wait $p1; r1=$?; wait $p2; r2=$?
+		[ $r1 = 0 ] && [ $r2 = 0 ] || fail "sqlite3 two writers: exit $r1 $r2"
+		[ "$(sqlite3 cnt.db 'select n from c; pragma integrity_check')" = "400
+ok" ] || fail "sqlite3 two writers: $(sqlite3 cnt.db 'select n from c')"
+	fi
 else
 	echo "NOTE: no sqlite3: its case left out"
 fi
