@@ -1,6 +1,7 @@
 #!/bin/bash
-# fsmatrix.sh - the conformance tests and a kill torture on every kind of
-# file system the library claims: tmpfs, and XFS and Btrfs on loop devices
+# fsmatrix.sh - the conformance tests, `oatomic run`'s programs
+# (preload_programs.sh, once per file system) and a kill torture on every
+# kind of file system the library claims: tmpfs, and XFS and Btrfs on loop devices
 # (ext4 is where the rest of the suite runs, and powercut.sh covers ext4 and
 # XFS with real power cuts).
 # timeout: 900
@@ -86,6 +87,21 @@ for entry in $FSLIST; do
 		fi
 		rm -rf "$d"
 	done
+	# oatomic run's programs, once per file system (the preload's
+	# temporary files: O_TMPFILE, SEEK_DATA, hole punching, xattrs)
+	case $entry in
+	*:*) ;;
+	*)	d=$(mktemp -d "$mnt/preload.XXXXXX")
+		chmod 0755 "$d"
+		if OA_TEST_DIR=$d BUILD=$build timeout 300 "$here/preload_programs.sh" \
+		     >"$work/$fs-preload.log" 2>&1; then
+			echo "$fs: preload_programs ok"
+		else
+			echo "$fs: preload_programs FAILED"; grep -v '^NOTE' "$work/$fs-preload.log" | tail -5
+			failed=1
+		fi
+		rm -rf "$d" ;;
+	esac
 	d=$(mktemp -d "$mnt/torture.XXXXXX")
 	if OA_TEST_DIR=$d TORTURE_KILLS=$KILLS timeout 600 "$build/tests/torture_kill" \
 	     --no-selftest >"$work/$fs-torture.log" 2>&1; then
