@@ -2242,12 +2242,84 @@ EXPORT FILE *fopen(const char *path, const char *mode)
 }
 EXPORT FILE *fopen64(const char *path, const char *mode) __attribute__((alias("fopen")));
 
+/* A stream on an atomic file is a stream of our own (fopencookie) whose
+ * reads, writes, seeks and close are the wrappers above: the C library's
+ * streams write with internal calls no wrapper sees, so that a stream of
+ * its own would make every commit rewrite the whole file (P3).  fileno()
+ * gives the descriptor (the stream's _fileno is set; the cookie functions
+ * do not use it). */
+static ssize_t ck_read(void *c, char *buf, size_t n)
+{
+	return read((int)(intptr_t)c, buf, n);
+}
+
+static ssize_t ck_write(void *c, const char *buf, size_t n)
+{
+	size_t done = 0;
+	while (done < n) {   /* stdio wants all, or an error */
+		ssize_t w = write((int)(intptr_t)c, buf + done, n - done);
+		if (w <= 0)
+			return done ? (ssize_t)done : -1;
+		done += (size_t)w;
+	}
+	return (ssize_t)done;
+}
+
+static int ck_seek(void *c, off64_t *off, int whence)
+{
+	off_t r = lseek((int)(intptr_t)c, *off, whence);
+	if (r < 0)
+		return -1;
+	*off = r;
+	return 0;
+}
+
+static int ck_close(void *c)
+{
+	return close((int)(intptr_t)c);
+}
+
+#define NCOOKIE 64
+static FILE *g_cookie[NCOOKIE];   /* our streams, for fclose */
+
+static bool our_stream(FILE *fp)
+{
+	for (int i = 0; i < NCOOKIE; i++)
+		if (__atomic_load_n(&g_cookie[i], __ATOMIC_ACQUIRE) == fp)
+			return true;
+	return false;
+}
+
 EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	struct aofd *a = lookup(fd);
-	if (a && materialize(a) < 0)
+	if (!a)
+		return REAL(fdopen)(fd, mode);
+	/* a slot for it; without one, the C library's stream (P3) */
+	int slot = -1;
+	pthread_mutex_lock(&g_mu);
+	for (int i = 0; i < NCOOKIE && slot < 0; i++)
+		if (!g_cookie[i])
+			slot = i;
+	if (slot >= 0)
+		g_cookie[slot] = (FILE *)1;   /* taken */
+	pthread_mutex_unlock(&g_mu);
+	if (slot < 0) {
+		if (materialize(a) < 0)
+			return NULL;
+		return REAL(fdopen)(fd, mode);
+	}
+	cookie_io_functions_t io = { ck_read, ck_write, ck_seek, ck_close };
+	char m[8];
+	snprintf(m, sizeof(m), "%c%s", mode[0], strchr(mode, '+') ? "+" : "");
+	FILE *fp = fopencookie((void *)(intptr_t)fd, m, io);
+	if (!fp) {
+		__atomic_store_n(&g_cookie[slot], NULL, __ATOMIC_RELEASE);
 		return NULL;
-	return REAL(fdopen)(fd, mode);
+	}
+	fp->_fileno = fd;
+	__atomic_store_n(&g_cookie[slot], fp, __ATOMIC_RELEASE);
+	return fp;
 }
 
 EXPORT FILE *freopen(const char *path, const char *mode, FILE *fp)
@@ -2278,6 +2350,13 @@ EXPORT FILE *freopen64(const char *path, const char *mode, FILE *fp)
 
 EXPORT int fclose(FILE *fp)
 {
+	if (fp && our_stream(fp)) {
+		/* its close is ck_close: our close, the last close's commit */
+		for (int i = 0; i < NCOOKIE; i++)
+			if (g_cookie[i] == fp)
+				__atomic_store_n(&g_cookie[i], NULL, __ATOMIC_RELEASE);
+		return REAL(fclose)(fp);
+	}
 	int fd = fp ? fileno(fp) : -1;
 	if (!lookup(fd) || vforked())
 		return REAL(fclose)(fp);

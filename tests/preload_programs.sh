@@ -26,6 +26,8 @@
 #    (the fsync'd state stays, the rest is lost), mmap + flush;
 #  - a full 1 MiB tmpfs: the program gets ENOSPC, no signal, the file
 #    keeps its contents (root: mount);
+#  - a C program's fopen stream (fileno, fsync(fileno), fseek, fprintf,
+#    fclose) on an atomic file;
 #  - sqlite3 with PRAGMA journal_mode=MEMORY: the transaction lands, the
 #    integrity check passes, no -journal or -wal file appears; two
 #    processes with long-lived connections increment a counter 200 times
@@ -365,6 +367,40 @@ if [ "$(id -u)" = 0 ] && mkdir -p tiny && mount -t tmpfs -o size=1m tmpfs tiny 2
 	expect_file tiny/f "old
 " "full tmpfs"
 	umount tiny
+fi
+
+# ---- a C program's stdio stream on an atomic file ------------------------------
+# fopen gives a stream of the preload's own: fileno() is the descriptor,
+# fsync(fileno()) commits, reads, seeks and fprintf go through the library
+if cat > stdio.c <<'EOF' && cc -o stdio_prog stdio.c 2>/dev/null; then
+#include <stdio.h>
+#include <unistd.h>
+int main(void)
+{
+	char b[32] = { 0 };
+	FILE *f = fopen("sf", "r+");
+	if (!f || fileno(f) < 0)
+		return 1;
+	fseek(f, 4, SEEK_SET);
+	fputs("XY", f);
+	if (fflush(f) || fsync(fileno(f)))
+		return 2;
+	FILE *r = fopen("sf", "r");          /* the commit is visible */
+	if (!r || fread(b, 1, 10, r) != 10)
+		return 3;
+	fclose(r);
+	fseek(f, 0, SEEK_END);
+	fprintf(f, "tail%d\n", 42);         /* pending until the close */
+	return fclose(f) ? 4 : b[4] == 'X' ? 0 : 5;
+}
+EOF
+	printf '0123456789\n' > sf
+	run -- ./stdio_prog || fail "stdio program: exit $?"
+	expect_file sf "0123XY6789
+tail42
+" "a C program's stdio stream"
+else
+	echo "NOTE: no C compiler: the stdio program's case left out"
 fi
 
 # ---- what preloading cannot reach ---------------------------------------------

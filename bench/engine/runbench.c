@@ -10,6 +10,11 @@
  *   plain        without the preload (pwrite + fsync in place: unsafe);
  *   run-unmatched  under the preload, the file not matching (OATOMIC_MATCH
  *                  names another): the cost of the look-up alone;
+ *   run-stdio      under the preload, the page written through a stdio
+ *                  stream (fseeko, fwrite, fflush, then fsync): the
+ *                  description is in the temporary file, as for shell
+ *                  redirections and anything shared with another process;
+ *   plain-stdio    the same without the preload;
  * and the same update in this process through the library:
  *   oatomic        oa_pwrite + oa_commit on a handle.
  * Two modes: "4KiB+fsync" (the targets: run within 5 % of oatomic, and
@@ -27,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,10 +45,12 @@
 
 extern char **environ;
 
-enum rb_kind { RB_OA, RB_RUN, RB_PLAIN, RB_UNMATCHED };
+enum rb_kind { RB_OA, RB_RUN, RB_PLAIN, RB_UNMATCHED, RB_STDIO, RB_PSTDIO,
+	       RB_N };
 
 static const char *const rb_name[] = { "oatomic", "run", "plain",
-				       "run-unmatched" };
+				       "run-unmatched", "run-stdio",
+				       "plain-stdio" };
 
 static uint64_t rb_rng(uint64_t *s)
 {
@@ -59,8 +67,8 @@ static int rb_cmp(const void *a, const void *b)
 }
 
 /* The loop both sides run: N updates of a random page, each timed (us). */
-static int rb_loop(int fd, oa_file *f, uint64_t size, int n, int sync,
-		   uint64_t seed, double *lat)
+static int rb_loop(int fd, oa_file *f, FILE *fp, uint64_t size, int n,
+		   int sync, uint64_t seed, double *lat)
 {
 	static unsigned char page[BENCH_PAGE];
 	uint64_t np = size / BENCH_PAGE;
@@ -72,6 +80,11 @@ static int rb_loop(int fd, oa_file *f, uint64_t size, int n, int sync,
 			if (oa_pwrite(f, page, BENCH_PAGE, (off_t)(pg * BENCH_PAGE)) !=
 			    BENCH_PAGE || (sync && oa_commit(f) < 0))
 				return -1;
+		} else if (fp) {
+			if (fseeko(fp, (off_t)(pg * BENCH_PAGE), SEEK_SET) < 0 ||
+			    fwrite(page, BENCH_PAGE, 1, fp) != 1 || fflush(fp) < 0 ||
+			    (sync && fsync(fd) < 0))
+				return -1;
 		} else {
 			if (pwrite(fd, page, BENCH_PAGE, (off_t)(pg * BENCH_PAGE)) !=
 			    BENCH_PAGE || (sync && fsync(fd) < 0))
@@ -82,7 +95,7 @@ static int rb_loop(int fd, oa_file *f, uint64_t size, int n, int sync,
 	return 0;
 }
 
-/* `oatomic bench --run-worker sync|write PATH N SEED`: prints
+/* `oatomic bench --run-worker sync|write[-stdio] PATH N SEED`: prints
  * "MEDIAN_US P99_US TOTAL_S" of N updates, or an error; exit 0/1. */
 int bench_run_worker(int argc, char **argv)
 {
@@ -90,7 +103,8 @@ int bench_run_worker(int argc, char **argv)
 		fprintf(stderr, "oatomic: bench --run-worker: bad arguments\n");
 		return 2;
 	}
-	int sync = strcmp(argv[0], "sync") == 0;
+	int sync = strncmp(argv[0], "sync", 4) == 0;
+	int stdio = strstr(argv[0], "-stdio") != NULL;
 	int n = atoi(argv[2]);
 	uint64_t seed = strtoull(argv[3], NULL, 10);
 	if (n <= 0)
@@ -104,13 +118,19 @@ int bench_run_worker(int argc, char **argv)
 	if (fstat(fd, &st) < 0 || st.st_size < BENCH_PAGE)
 		return 1;
 	double *lat = malloc(sizeof(double) * (size_t)n);
+	FILE *fp = stdio ? fdopen(fd, "r+") : NULL;
+	if (stdio && !fp) {
+		perror("fdopen");
+		return 1;
+	}
 	double t0 = bench_now();
-	if (!lat || rb_loop(fd, NULL, (uint64_t)st.st_size, n, sync, seed, lat) < 0) {
+	if (!lat || rb_loop(fd, NULL, fp, (uint64_t)st.st_size, n, sync, seed,
+			    lat) < 0) {
 		perror("worker");
 		return 1;
 	}
 	double total = bench_now() - t0;
-	if (close(fd) < 0) {
+	if (fp ? fclose(fp) != 0 : close(fd) < 0) {
 		perror("close");
 		return 1;
 	}
@@ -179,7 +199,7 @@ static int rb_spawn(enum rb_kind k, const char *preload, const char *path,
 		unsetenv("LD_PRELOAD");
 		unsetenv("OATOMIC_MATCH");
 		unsetenv("OATOMIC_ON_CLOSE");
-		if (k != RB_PLAIN) {
+		if (k != RB_PLAIN && k != RB_PSTDIO) {
 			setenv("LD_PRELOAD", preload, 1);
 			setenv("OATOMIC_PRELOAD", preload, 1);
 		}
@@ -187,16 +207,18 @@ static int rb_spawn(enum rb_kind k, const char *preload, const char *path,
 			setenv("OATOMIC_MATCH", "*.no-such-file", 1);
 		/* a sanitizer build of this binary: its runtime cannot be
 		 * first when a preload library is (harmless otherwise) */
-		if (k != RB_PLAIN) {
+		if (k != RB_PLAIN && k != RB_PSTDIO) {
 			const char *ao = getenv("ASAN_OPTIONS");
 			char opt[1024];
 			snprintf(opt, sizeof(opt), "%s%sverify_asan_link_order=0",
 				 ao ? ao : "", ao && *ao ? ":" : "");
 			setenv("ASAN_OPTIONS", opt, 1);
 		}
+		bool st = k == RB_STDIO || k == RB_PSTDIO;
 		char *av[] = { exe, (char *)"bench", (char *)"--run-worker",
-			       (char *)(sync ? "sync" : "write"), (char *)path,
-			       ns, ss, NULL };
+			       (char *)(sync ? (st ? "sync-stdio" : "sync")
+					     : (st ? "write-stdio" : "write")),
+			       (char *)path, ns, ss, NULL };
 		execve(exe, av, environ);
 		_exit(127);
 	}
@@ -241,7 +263,7 @@ static int rb_inproc(const char *path, int sync, int n, uint64_t seed,
 	bench_peak_reset();
 	bench_meter_read(1, &m0);
 	double t0 = bench_now();
-	int rc = rb_loop(-1, f, (uint64_t)st.st_size, n, sync, seed, lat);
+	int rc = rb_loop(-1, f, NULL, (uint64_t)st.st_size, n, sync, seed, lat);
 	r->total = bench_now() - t0;
 	bench_meter_read(1, &m1);
 	r->cpu_s = m1.cpu_s - m0.cpu_s;
@@ -294,23 +316,24 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 				failed = 1;
 				continue;
 			}
-			double med[4][64], p99[4][64], tot[4][64], cpu[4][64];
-			double peak[4] = { 0, 0, 0, 0 }, wb[4] = { 0, 0, 0, 0 };
-			struct bench_meter m0[4], m1[4];
+			double med[RB_N][64], p99[RB_N][64], tot[RB_N][64];
+			double cpu[RB_N][64], peak[RB_N] = { 0 }, wb[RB_N] = { 0 };
+			struct bench_meter m0[RB_N], m1[RB_N];
 			memset(m0, 0, sizeof(m0));
 			memset(m1, 0, sizeof(m1));
-			int ok[4] = { 1, have, 1, have };
-			char why[4][200] = { "", "", "", "" };
+			int ok[RB_N] = { 1, have, 1, have, have, 1 };
+			char why[RB_N][200] = { "", "", "", "", "", "" };
 			if (!have)
 				snprintf(why[RB_RUN], sizeof(why[0]), "no "
 					 "liboatomic-preload.so (set "
 					 "OATOMIC_PRELOAD)");
 			snprintf(why[RB_UNMATCHED], sizeof(why[0]), "%s",
 				 why[RB_RUN]);
+			snprintf(why[RB_STDIO], sizeof(why[0]), "%s", why[RB_RUN]);
 			for (int r = 0; r < reps; r++)
-				for (int k0 = 0; k0 < 4; k0++) {
+				for (int k0 = 0; k0 < RB_N; k0++) {
 					/* rotate who goes first */
-					int k = (k0 + r) % 4;
+					int k = (k0 + r) % RB_N;
 					if (!ok[k])
 						continue;
 					struct rb_res res;
@@ -341,14 +364,14 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 					m0[k] = a;   /* the last run's counters */
 					m1[k] = b;
 				}
-			double base[4] = { -1, -1, -1, -1 };
-			for (int k = 0; k < 4; k++)
+			double base[RB_N] = { -1, -1, -1, -1, -1, -1 };
+			for (int k = 0; k < RB_N; k++)
 				if (ok[k]) {
 					double mm[64];
 					memcpy(mm, med[k], sizeof(double) * (size_t)reps);
 					base[k] = rb_median(mm, reps);
 				}
-			for (int k = 0; k < 4; k++) {
+			for (int k = 0; k < RB_N; k++) {
 				struct bench_row *row = bench_add_row(rep);
 				row->workload = "run";
 				row->alt = rb_name[k];
@@ -358,7 +381,8 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 				row->mode = sync ? "4KiB+fsync" : "4KiB write";
 				row->per_op = 0;
 				if (!ok[k]) {
-					row->status = have || k == RB_OA || k == RB_PLAIN ?
+					row->status = have || k == RB_OA || k == RB_PLAIN ||
+						      k == RB_PSTDIO ?
 						"failed" : "n/a";
 					snprintf(row->note, sizeof(row->note), "%.190s", why[k]);
 					bench_print_row_live(rep, row, o->format);
@@ -393,7 +417,7 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 						m0[k].dev_sectors) * 512 /
 						((double)n * BENCH_PAGE);
 				}
-				if (k == RB_PLAIN) {   /* its own calls */
+				if (k == RB_PLAIN || k == RB_PSTDIO) {   /* its own calls */
 					row->flushes = sync ? 1 : 0;
 					row->wamp = 1;
 				}
@@ -404,7 +428,7 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 						m0[k].app.bytes) / ((double)n * BENCH_PAGE);
 				}
 				/* run against oatomic, unmatched against plain */
-				int ref = k == RB_RUN ? RB_OA : k == RB_UNMATCHED ?
+				int ref = k == RB_STDIO ? RB_PSTDIO : k == RB_RUN ? RB_OA : k == RB_UNMATCHED ?
 					  RB_PLAIN : k;
 				row->vs_base = base[ref] > 0 && ok[ref] ?
 					       row->lat_med / base[ref] : -1;
