@@ -278,8 +278,11 @@ const struct tool_cmd bench_cmd = {
 "               under `oatomic run` (run), through oa_pwrite + oa_commit in\n"
 "               this process (oatomic), without the preload (plain), and\n"
 "               under it with the file not matching (run-unmatched); --reps\n"
-"               runs alternated (default 5, --quick 2); x base: run /\n"
-"               oatomic, run-unmatched / plain\n"
+"               runs alternated (default 5, --quick 2); also the update\n"
+"               through an fopen'd stream (run-stdio, plain-stdio) and with\n"
+"               a forked child holding the descriptor (run-shared); x base:\n"
+"               run / oatomic, run-unmatched / plain, run-stdio /\n"
+"               plain-stdio, run-shared / oatomic\n"
 
 "   These print median, p90 and p99 per operation, operations/s, flushes\n"
 "   and bytes written per operation, the ratio of medians to the baseline\n"

@@ -15,6 +15,10 @@
  *                  description is in the temporary file, as for shell
  *                  redirections and anything shared with another process;
  *   plain-stdio    the same without the preload;
+ *   run-shared     as run, with a forked child holding the descriptor
+ *                  the whole time: the description is shared, its
+ *                  changes go through the temporary file (the case of
+ *                  every shell redirection);
  * and the same update in this process through the library:
  *   oatomic        oa_pwrite + oa_commit on a handle.
  * Two modes: "4KiB+fsync" (the targets: run within 5 % of oatomic, and
@@ -46,11 +50,11 @@
 extern char **environ;
 
 enum rb_kind { RB_OA, RB_RUN, RB_PLAIN, RB_UNMATCHED, RB_STDIO, RB_PSTDIO,
-	       RB_N };
+	       RB_SHARED, RB_N };
 
 static const char *const rb_name[] = { "oatomic", "run", "plain",
 				       "run-unmatched", "run-stdio",
-				       "plain-stdio" };
+				       "plain-stdio", "run-shared" };
 
 static uint64_t rb_rng(uint64_t *s)
 {
@@ -95,7 +99,7 @@ static int rb_loop(int fd, oa_file *f, FILE *fp, uint64_t size, int n,
 	return 0;
 }
 
-/* `oatomic bench --run-worker sync|write[-stdio] PATH N SEED`: prints
+/* `oatomic bench --run-worker sync|write[-stdio|-shared] PATH N SEED`: prints
  * "MEDIAN_US P99_US TOTAL_S" of N updates, or an error; exit 0/1. */
 int bench_run_worker(int argc, char **argv)
 {
@@ -105,6 +109,7 @@ int bench_run_worker(int argc, char **argv)
 	}
 	int sync = strncmp(argv[0], "sync", 4) == 0;
 	int stdio = strstr(argv[0], "-stdio") != NULL;
+	int shared = strstr(argv[0], "-shared") != NULL;
 	int n = atoi(argv[2]);
 	uint64_t seed = strtoull(argv[3], NULL, 10);
 	if (n <= 0)
@@ -117,6 +122,23 @@ int bench_run_worker(int argc, char **argv)
 	struct stat st;
 	if (fstat(fd, &st) < 0 || st.st_size < BENCH_PAGE)
 		return 1;
+	/* a child that holds the descriptor until the loop is over */
+	int hold[2] = { -1, -1 };
+	pid_t child = -1;
+	if (shared) {
+		if (pipe(hold) < 0 || (child = fork()) < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (child == 0) {
+			char c;
+			close(hold[1]);
+			while (read(hold[0], &c, 1) < 0)
+				;
+			_exit(0);
+		}
+		close(hold[0]);
+	}
 	double *lat = malloc(sizeof(double) * (size_t)n);
 	FILE *fp = stdio ? fdopen(fd, "r+") : NULL;
 	if (stdio && !fp) {
@@ -130,6 +152,10 @@ int bench_run_worker(int argc, char **argv)
 		return 1;
 	}
 	double total = bench_now() - t0;
+	if (child > 0) {
+		close(hold[1]);
+		waitpid(child, NULL, 0);
+	}
 	if (fp ? fclose(fp) != 0 : close(fd) < 0) {
 		perror("close");
 		return 1;
@@ -214,11 +240,12 @@ static int rb_spawn(enum rb_kind k, const char *preload, const char *path,
 				 ao ? ao : "", ao && *ao ? ":" : "");
 			setenv("ASAN_OPTIONS", opt, 1);
 		}
-		bool st = k == RB_STDIO || k == RB_PSTDIO;
+		char mode[32];
+		snprintf(mode, sizeof(mode), "%s%s", sync ? "sync" : "write",
+			 k == RB_STDIO || k == RB_PSTDIO ? "-stdio" :
+			 k == RB_SHARED ? "-shared" : "");
 		char *av[] = { exe, (char *)"bench", (char *)"--run-worker",
-			       (char *)(sync ? (st ? "sync-stdio" : "sync")
-					     : (st ? "write-stdio" : "write")),
-			       (char *)path, ns, ss, NULL };
+			       mode, (char *)path, ns, ss, NULL };
 		execve(exe, av, environ);
 		_exit(127);
 	}
@@ -321,8 +348,8 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 			struct bench_meter m0[RB_N], m1[RB_N];
 			memset(m0, 0, sizeof(m0));
 			memset(m1, 0, sizeof(m1));
-			int ok[RB_N] = { 1, have, 1, have, have, 1 };
-			char why[RB_N][200] = { "", "", "", "", "", "" };
+			int ok[RB_N] = { 1, have, 1, have, have, 1, have };
+			char why[RB_N][200] = { "", "", "", "", "", "", "" };
 			if (!have)
 				snprintf(why[RB_RUN], sizeof(why[0]), "no "
 					 "liboatomic-preload.so (set "
@@ -330,6 +357,7 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 			snprintf(why[RB_UNMATCHED], sizeof(why[0]), "%s",
 				 why[RB_RUN]);
 			snprintf(why[RB_STDIO], sizeof(why[0]), "%s", why[RB_RUN]);
+			snprintf(why[RB_SHARED], sizeof(why[0]), "%s", why[RB_RUN]);
 			for (int r = 0; r < reps; r++)
 				for (int k0 = 0; k0 < RB_N; k0++) {
 					/* rotate who goes first */
@@ -364,7 +392,7 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 					m0[k] = a;   /* the last run's counters */
 					m1[k] = b;
 				}
-			double base[RB_N] = { -1, -1, -1, -1, -1, -1 };
+			double base[RB_N] = { -1, -1, -1, -1, -1, -1, -1 };
 			for (int k = 0; k < RB_N; k++)
 				if (ok[k]) {
 					double mm[64];
@@ -428,7 +456,8 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 						m0[k].app.bytes) / ((double)n * BENCH_PAGE);
 				}
 				/* run against oatomic, unmatched against plain */
-				int ref = k == RB_STDIO ? RB_PSTDIO : k == RB_RUN ? RB_OA : k == RB_UNMATCHED ?
+				int ref = k == RB_STDIO ? RB_PSTDIO :
+					  k == RB_RUN || k == RB_SHARED ? RB_OA : k == RB_UNMATCHED ?
 					  RB_PLAIN : k;
 				row->vs_base = base[ref] > 0 && ok[ref] ?
 					       row->lat_med / base[ref] : -1;
