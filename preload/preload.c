@@ -994,23 +994,35 @@ static struct aofd *aofd_new(void)
 	return a;
 }
 
-/* A token for this process: its own description of S, holding HOLD. */
-static int new_token(int sfd, bool cloexec)
+/* A token: a description of S of its own, at a high number, holding
+ * HOLD.  CLOEXEC: this process's (also closed by an exec); else one for the
+ * program about to be exec'd.  Writes no memory: in a vfork child that is
+ * the parent's. */
+static int token_fd(int sfd, bool cloexec)
 {
 	char l[64];
 	snprintf(l, sizeof(l), "/proc/self/fd/%d", sfd);
 	int t = REAL(openat)(AT_FDCWD, l, O_RDWR | O_CLOEXEC, 0);
 	if (t < 0)
 		return -1;
-	t = hide(t);
-	if (t < 0)
-		return -1;
-	if (ofd_lock(t, F_RDLCK, L_HOLD, true) < 0) {
-		unhide_close(t);
-		return -1;
+	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
+	int h = REAL(fcntl)(t, cmd, g_base);
+	if (h < 0)
+		h = REAL(fcntl)(t, cmd, 3);
+	REAL(close)(t);
+	if (h >= 0 && ofd_lock(h, F_RDLCK, L_HOLD, true) < 0) {
+		REAL(close)(h);
+		h = -1;
 	}
-	if (!cloexec)
-		REAL(fcntl)(t, F_SETFD, 0);
+	return h;
+}
+
+/* A token for this process (close-on-exec, one of our own descriptors). */
+static int new_token(int sfd)
+{
+	int t = token_fd(sfd, true);
+	if (t >= 0 && t < g_cap)
+		g_hid[t] = 1;
 	return t;
 }
 
@@ -1058,7 +1070,7 @@ static int atomic_open(int dirfd, const char *path, const char *abs, int flags,
 	int64_t csize = fd_size(a->anchor);   /* recovered by oa_open */
 	if (csize < 0)
 		goto fail_errno;
-	a->tok = new_token(s, true);
+	a->tok = new_token(s);
 	a->tok_pid = getpid();
 	if (a->tok < 0)
 		goto fail_errno;
@@ -2392,7 +2404,7 @@ static void fork_prepare(void)
 			say(a->path, "cannot hand the pending changes over", errno);
 		a->solo = false;
 		if (a->tok_pid == getpid())
-			a->fork_tok = new_token(a->tok, true);
+			a->fork_tok = new_token(a->tok);
 	}
 	t_in--;
 	errno = e;
@@ -2424,30 +2436,59 @@ static void fork_child(void)
 	pthread_mutex_init(&g_mu, NULL);
 }
 
-/* A token for the program about to be exec'd (not close-on-exec), made
- * without writing memory: in a vfork child that is the parent's. */
-static int exec_token(int sfd)
-{
-	char l[64];
-	snprintf(l, sizeof(l), "/proc/self/fd/%d", sfd);
-	int t = REAL(openat)(AT_FDCWD, l, O_RDWR | O_CLOEXEC, 0);
-	if (t < 0)
-		return -1;
-	int h = REAL(fcntl)(t, F_DUPFD, g_base);
-	REAL(close)(t);
-	if (h >= 0 && ofd_lock(h, F_RDLCK, L_HOLD, true) < 0) {
-		REAL(close)(h);
-		h = -1;
-	}
-	return h;
-}
-
 static bool has_env(char *const *envp, const char *name, size_t n)
 {
 	for (; envp && *envp; envp++)
 		if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
 			return true;
 	return false;
+}
+
+static size_t env_count(char *const *envp)
+{
+	size_t n = 0;
+	while (envp && envp[n])
+		n++;
+	return n;
+}
+
+/* The strings build_env may add. */
+struct env_bufs {
+	char preload[PATH_MAX + 32], self[PATH_MAX + 32];
+	char match[4200], close[40];
+};
+
+/* The environment of a program we start: ENVP without ENV_FDS, with what
+ * the preload needs put back where ENVP lost it (LD_PRELOAD, our path, the
+ * settings), and FDSV (an ENV_FDS string) unless NULL.  ENV has room for
+ * env_count(ENVP) + 6 entries; the strings go to B.  No heap: a vfork
+ * child calls it. */
+static void build_env(char *const envp[], char **env, struct env_bufs *b,
+		      char *fdsv)
+{
+	size_t ne = env_count(envp), k = 0;
+	for (size_t i = 0; i < ne; i++)
+		if (strncmp(envp[i], ENV_FDS "=", sizeof(ENV_FDS)) != 0)
+			env[k++] = envp[i];
+	if (g_self[0] && !has_env(envp, "LD_PRELOAD", 10)) {
+		snprintf(b->preload, sizeof(b->preload), "LD_PRELOAD=%s", g_self);
+		env[k++] = b->preload;
+	}
+	if (g_self[0] && !has_env(envp, "OATOMIC_PRELOAD", 15)) {
+		snprintf(b->self, sizeof(b->self), "OATOMIC_PRELOAD=%s", g_self);
+		env[k++] = b->self;
+	}
+	if (g_match && !has_env(envp, "OATOMIC_MATCH", 13)) {
+		snprintf(b->match, sizeof(b->match), "OATOMIC_MATCH=%s", g_match);
+		env[k++] = b->match;
+	}
+	if (g_discard && !has_env(envp, "OATOMIC_ON_CLOSE", 16)) {
+		snprintf(b->close, sizeof(b->close), "OATOMIC_ON_CLOSE=discard");
+		env[k++] = b->close;
+	}
+	if (fdsv)
+		env[k++] = fdsv;
+	env[k] = NULL;
 }
 
 /* execve(2) with the preload kept in the environment and every atomic
@@ -2539,7 +2580,7 @@ static int do_execve(int dirfd, const char *path, char *const argv[],
 			}
 			/* a fresh token (never the parent's description, in a
 			 * vfork child) and the anchor, inheritable */
-			int t = exec_token(a->tok);
+			int t = token_fd(a->tok, false);
 			int an = a->anchor >= 0 ? REAL(fcntl)(a->anchor, F_DUPFD, g_base) : -1;
 			if (t < 0)
 				continue;
@@ -2552,40 +2593,16 @@ static int do_execve(int dirfd, const char *path, char *const argv[],
 			nf++;
 		}
 	}
-	size_t ne = 0;
-	while (envp && envp[ne])
-		ne++;
-	char **env = alloca((ne + 8) * sizeof(char *));
-	size_t k = 0;
-	for (size_t i = 0; i < ne; i++)
-		if (strncmp(envp[i], ENV_FDS "=", sizeof(ENV_FDS)) != 0)
-			env[k++] = envp[i];
-	char preload[PATH_MAX + 32], pl2[PATH_MAX + 32], fdsv[256 * 40 + 32];
-	if (g_self[0] && !has_env(envp, "LD_PRELOAD", 10)) {
-		snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", g_self);
-		env[k++] = preload;
-	}
-	if (g_self[0] && !has_env(envp, "OATOMIC_PRELOAD", 15)) {
-		snprintf(pl2, sizeof(pl2), "OATOMIC_PRELOAD=%s", g_self);
-		env[k++] = pl2;
-	}
-	char matchv[4200], closev[40];
-	if (g_match && !has_env(envp, "OATOMIC_MATCH", 13)) {
-		snprintf(matchv, sizeof(matchv), "OATOMIC_MATCH=%s", g_match);
-		env[k++] = matchv;
-	}
-	if (g_discard && !has_env(envp, "OATOMIC_ON_CLOSE", 16)) {
-		snprintf(closev, sizeof(closev), "OATOMIC_ON_CLOSE=discard");
-		env[k++] = closev;
-	}
+	char fdsv[256 * 40 + 32];
 	if (nf) {
 		int n = snprintf(fdsv, sizeof(fdsv), "%s=", ENV_FDS);
 		for (int i = 0; i < nf; i++)
 			n += snprintf(fdsv + n, sizeof(fdsv) - (size_t)n, "%s%llu:%d:%d",
 				      i ? "," : "", sino[i], fds[i][0], fds[i][1]);
-		env[k++] = fdsv;
 	}
-	env[k] = NULL;
+	char **env = alloca((env_count(envp) + 6) * sizeof(char *));
+	struct env_bufs eb;
+	build_env(envp, env, &eb, nf ? fdsv : NULL);
 	int r = byfd ? (int)syscall(SYS_execveat, dirfd, path, argv, env, atflags)
 		     : REAL(execve)(path, argv, env);
 	int e = errno;
@@ -2713,33 +2730,9 @@ EXPORT int execle(const char *path, const char *arg0, ...)
 	return r;
 }
 
-/* posix_spawn: the program is checked and the environment kept; the
- * child's descriptors are inherited as the kernel does (its token is made
- * when its own preload starts). */
-static char **spawn_env(char *const envp[])
-{
-	size_t ne = 0;
-	while (envp && envp[ne])
-		ne++;
-	char **env = malloc((ne + 5) * sizeof(char *));
-	if (!env)
-		return NULL;
-	size_t k = 0;
-	for (size_t i = 0; i < ne; i++)
-		env[k++] = envp[i];
-	static char pre[PATH_MAX + 32], pl[PATH_MAX + 32];
-	if (g_self[0] && !has_env(envp, "LD_PRELOAD", 10)) {
-		snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", g_self);
-		env[k++] = pre;
-	}
-	if (g_self[0] && !has_env(envp, "OATOMIC_PRELOAD", 15)) {
-		snprintf(pl, sizeof(pl), "OATOMIC_PRELOAD=%s", g_self);
-		env[k++] = pl;
-	}
-	env[k] = NULL;
-	return env;
-}
-
+/* posix_spawn: the program is checked and the environment kept
+ * (build_env); the child's descriptors are inherited as the kernel does
+ * (its token is made when its own preload starts). */
 struct posix_spawn_file_actions;
 struct posix_spawnattr;
 static int do_spawn(bool p, pid_t *pid, const char *file, const void *fa,
@@ -2779,13 +2772,19 @@ static int do_spawn(bool p, pid_t *pid, const char *file, const void *fa,
 			return EACCES;
 		}
 	}
-	char **env = spawn_env(envp);
-	if (!env)
+	char **env = malloc((env_count(envp) + 6) * sizeof(char *));
+	struct env_bufs *eb = malloc(sizeof(*eb));
+	if (!env || !eb) {
+		free(env);
+		free(eb);
 		return ENOMEM;
+	}
+	build_env(envp, env, eb, NULL);
 	share_all();
 	int r = p ? REAL(posix_spawnp)(pid, file, fa, at, argv, env)
 		  : REAL(posix_spawn)(pid, file, fa, at, argv, env);
 	free(env);
+	free(eb);
 	return r;
 }
 EXPORT int posix_spawn(pid_t *pid, const char *path, const void *fa,
@@ -2955,7 +2954,7 @@ static void adopt_inherited(void)
 			p = c + 1;
 		}
 		if (a->tok < 0)
-			a->tok = new_token(fd, true);
+			a->tok = new_token(fd);
 		a->tok_pid = getpid();
 		if (a->tok < 0 || !a->path) {
 			unhide_close(a->anchor);
