@@ -64,12 +64,6 @@ static uint64_t rb_rng(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static int rb_cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* The loop both sides run: N updates of a random page, each timed (us). */
 static int rb_loop(int fd, oa_file *f, FILE *fp, uint64_t size, int n,
 		   int sync, uint64_t seed, double *lat)
@@ -160,8 +154,8 @@ int bench_run_worker(int argc, char **argv)
 		perror("close");
 		return 1;
 	}
-	qsort(lat, (size_t)n, sizeof(double), rb_cmp);
-	printf("%.3f %.3f %.6f\n", lat[n / 2], lat[(int)(n * 0.99)], total);
+	double med = bench_quantile(lat, n, 0.5);
+	printf("%.3f %.3f %.6f\n", med, bench_quantile(lat, n, 0.99), total);
 	free(lat);
 	return 0;
 }
@@ -299,18 +293,11 @@ static int rb_inproc(const char *path, int sync, int n, uint64_t seed,
 	if (oa_close(f) < 0)
 		rc = -1;
 	if (rc == 0) {
-		qsort(lat, (size_t)n, sizeof(double), rb_cmp);
-		r->med = lat[n / 2];
-		r->p99 = lat[(int)(n * 0.99)];
+		r->med = bench_quantile(lat, n, 0.5);
+		r->p99 = bench_quantile(lat, n, 0.99);
 	}
 	free(lat);
 	return rc;
-}
-
-static double rb_median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(double), rb_cmp);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int bench_run(const struct bench_opts *o, struct bench_report *rep)
@@ -397,7 +384,7 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 				if (ok[k]) {
 					double mm[64];
 					memcpy(mm, med[k], sizeof(double) * (size_t)reps);
-					base[k] = rb_median(mm, reps);
+					base[k] = bench_quantile(mm, reps, 0.5);
 				}
 			for (int k = 0; k < RB_N; k++) {
 				struct bench_row *row = bench_add_row(rep);
@@ -422,19 +409,18 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 				row->txn_bytes = BENCH_PAGE;
 				double mm[64];
 				memcpy(mm, med[k], sizeof(double) * (size_t)reps);
-				qsort(mm, (size_t)reps, sizeof(double), rb_cmp);
+				row->lat_med = bench_quantile(mm, reps, 0.5);   /* sorts */
 				row->lat_min = mm[0];
 				row->lat_max = mm[reps - 1];
-				row->lat_med = rb_median(mm, reps);
 				memcpy(mm, p99[k], sizeof(double) * (size_t)reps);
-				row->lat_p99 = rb_median(mm, reps);
+				row->lat_p99 = bench_quantile(mm, reps, 0.5);
 				memcpy(mm, tot[k], sizeof(double) * (size_t)reps);
-				double t = rb_median(mm, reps);
+				double t = bench_quantile(mm, reps, 0.5);
 				row->cps = t > 0 ? n / t : -1;
 				row->cps_min = mm[reps - 1] > 0 ? n / mm[reps - 1] : -1;
 				row->cps_max = mm[0] > 0 ? n / mm[0] : -1;
 				memcpy(mm, cpu[k], sizeof(double) * (size_t)reps);
-				row->cpu_us = rb_median(mm, reps) * 1e6 / n;
+				row->cpu_us = bench_quantile(mm, reps, 0.5) * 1e6 / n;
 				row->peak_kib = peak[k];
 				row->io_wamp = wb[k] / ((double)n * reps * BENCH_PAGE);
 				row->mbs = t > 0 ? (double)n * BENCH_PAGE / t / 1e6 : -1;
