@@ -773,6 +773,7 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 	r = oa_slot_read1(f->cfd, OA_ID_OFF, OA_ID_MAGIC, &id);
 	if (r < 0 && errno != EUCLEAN)
 		return -2;
+	bool id_bad = r != 0;
 	if (r != 0 && size >= OA_CLEAN_SIZE) {
 		unsigned char m[12];
 		if (oa_xpread(f->cfd, m, sizeof(m), 0) == (ssize_t)sizeof(m) &&
@@ -807,8 +808,21 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 		S->cckpt = 0;
 		S->fctl = false;
 	} else if ((r == 1 || size < OA_CTL_INIT) && !S->ctl_bad) {
-		/* (r == 1: both slots zero, or one zero and one torn) */
-		if (!this_boot) {
+		/* (r == 1: both slots zero, or one zero and one torn)
+		 * Whether its initialisation was ever flushed: the identity
+		 * says so in the boot that flushed it; where the identity is
+		 * unreadable, the seal does.  A seal of this boot with an
+		 * acknowledged commit means a flush of the control file
+		 * returned since its header slot was written (a commit's
+		 * flush, or the flush that precedes a commit through another
+		 * journal or method), and that commit's apply may have begun:
+		 * its header cannot be missing but by damage, in the page
+		 * cache a kill leaves or on the disk a cut leaves.  A damaged
+		 * seal beside a damaged identity leaves no evidence either
+		 * way: refused, never taken for clean. */
+		bool acked = S->seal == OA_SEAL_THIS_BOOT && S->ack > 0;
+		bool blind = id_bad && S->seal == OA_SEAL_DAMAGED;
+		if (!this_boot && !acked && !blind) {
 			/* Its initialisation was cut short (a power cut before
 			 * its first commit flush, or a kill inside its first
 			 * write): nothing was committed in it. */
@@ -817,10 +831,19 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 		}
 		/* Flushed in this boot: nothing of it can be missing but by
 		 * damage. */
-		note(S, "control file %s is %llu bytes%s, though it was "
-		     "flushed whole in this boot: truncated or overwritten, "
-		     "damaged", S->cname, (unsigned long long)size,
-		     r == 1 ? " and its header is gone" : "");
+		if (this_boot || acked)
+			note(S, "control file %s is %llu bytes%s, though it "
+			     "was flushed whole in this boot%s: truncated or "
+			     "overwritten, damaged", S->cname,
+			     (unsigned long long)size,
+			     r == 1 ? " and its header is gone" : "",
+			     this_boot ? "" : " (its live area holds an "
+			     "acknowledged commit)");
+		else
+			note(S, "control file %s: its header is gone and its "
+			     "identity and live area are damaged: whether "
+			     "commits were made in it cannot be told, damaged",
+			     S->cname);
 		S->ctl_bad = true;
 	}
 	S->era = f->era;
