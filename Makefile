@@ -60,7 +60,7 @@ PRELOAD   := $(BUILD)/liboatomic-preload.so
 SHLIB     := $(BUILD)/liboatomic.so.$(VERSION)
 
 all: $(BUILD)/liboatomic.so $(BUILD)/liboatomic.a $(BUILD)/oatomic $(TESTS) \
-     $(BUILD)/oatomic.pc $(PRELOAD)
+     $(BUILD)/oatomic.pc $(PRELOAD) $(SQLEXT) $(SQLARC)
 
 # The engine of `oatomic bench` (bench/engine/), linked into the tool.
 BENGINE_SRC := $(sort $(wildcard bench/engine/*.c))
@@ -112,6 +112,25 @@ $(BUILD)/obj/prepic/%.o: preload/%.c $(wildcard preload/*.h) include/oatomic.h
 $(PRELOAD): $(PRE_OBJ) $(PRE_LIB_OBJ)
 	$(CC) -shared -Wl,--no-undefined -o $@ $(PRE_OBJ) $(PRE_LIB_OBJ) $(LIBS) -ldl
 
+# The SQLite VFS (sqlite/vfs.c): liboatomic_sqlite.so, the loadable
+# extension, self-contained like the preload library (a private copy of the
+# library, no sanitizers: the sqlite3 shell loads it); liboatomic_sqlite.a
+# for programs that link SQLite and liboatomic themselves (and the tests,
+# which then run it under the sanitizers).
+SQLEXT      := $(BUILD)/liboatomic_sqlite.so
+SQLARC      := $(BUILD)/liboatomic_sqlite.a
+$(BUILD)/obj/prepic/sqlite_vfs.o: sqlite/vfs.c include/oatomic.h include/oatomic_sqlite.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -DOA_SQLITE_LOADABLE $(PRE_CFLAGS) -c $< -o $@
+$(SQLEXT): $(BUILD)/obj/prepic/sqlite_vfs.o $(PRE_LIB_OBJ)
+	$(CC) -shared -Wl,--no-undefined -o $@ $^ $(LIBS)
+$(BUILD)/obj/lib/sqlite_vfs.o: sqlite/vfs.c include/oatomic.h include/oatomic_sqlite.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -DSQLITE_CORE $(CFLAGS) -c $< -o $@
+$(SQLARC): $(BUILD)/obj/lib/sqlite_vfs.o
+	rm -f $@
+	$(AR) rcs $@ $^
+
 TOOL_OBJ    += $(BUILD)/obj/tools/progcheck.o
 $(BUILD)/obj/tools/progcheck.o: preload/progcheck.c preload/progcheck.h
 	@mkdir -p $(@D)
@@ -134,6 +153,12 @@ $(BUILD)/tests/%: tests/%.c $(TUTIL_OBJ) $(TWL_OBJ) $(BUILD)/liboatomic.a $(wild
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/util -Itools $(CFLAGS) $(LDFLAGS) -o $@ $< \
 	  $(TUTIL_OBJ) $(TWL_OBJ) $(BUILD)/liboatomic.a $(LIBS) -lm
+
+# The SQLite tests link the VFS and SQLite too.
+$(BUILD)/tests/sqlite_%: tests/sqlite_%.c $(TUTIL_OBJ) $(TWL_OBJ) $(BUILD)/liboatomic.a $(SQLARC) $(wildcard tests/util/*.h) include/oatomic.h include/oatomic_sqlite.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/util -Itools $(CFLAGS) $(LDFLAGS) -o $@ $< \
+	  $(TUTIL_OBJ) $(TWL_OBJ) $(SQLARC) $(BUILD)/liboatomic.a -lsqlite3 $(LIBS) -lm
 
 $(BUILD)/oatomic.pc: oatomic.pc.in Makefile
 	@mkdir -p $(@D)
@@ -175,6 +200,11 @@ install: all
 	chmod 0644 $(DESTDIR)$(PCDIR)/oatomic.pc
 	install -m 0755 $(BUILD)/oatomic $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(PRELOAD) $(DESTDIR)$(LIBDIR)/
+	install -m 0755 $(SQLEXT) $(DESTDIR)$(LIBDIR)/
+	install -m 0644 $(SQLARC) $(DESTDIR)$(LIBDIR)/
+	install -m 0644 include/oatomic_sqlite.h $(DESTDIR)$(INCDIR)/
+	# dlopen finds a bare name (.load liboatomic_sqlite) through the cache
+	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 	for m in man/man1/*.1; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(MANDIR)/man1/; done; true
 	for m in man/man3/*.3; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(MANDIR)/man3/; done; true
 	for m in man/man7/*.7; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(MANDIR)/man7/; done; true

@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28, 30-32 and 40-42)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-32 and 40-44)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 40 41 42}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 40 41 42 43 44}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -57,6 +57,8 @@ declare -A what=(
 	[40]="oatomic run: a commit in two transactions, half of each extent in the first (P4)"
 	[41]="oatomic run: a process's last close commits while another still holds the file (P5)"
 	[42]="oatomic run: a hand-over to the temporary file copies the bytes written, not whole blocks (P2, P6)"
+	[43]="SQLite VFS: every write commits at once, a transaction in pieces (Q1, Q2)"
+	[44]="SQLite VFS: only xSync commits; synchronous=OFF transactions never do (Q2)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -73,6 +75,8 @@ declare -A tests_of=(
 	[40]="preload_torture.sh"   # 40-41: the preload library's protocol
 	[41]="preload_programs.sh"  # (preload/), by its own tests
 	[42]="preload_programs.sh"
+	[43]="sqlite_torture"   # 43-44: the SQLite VFS (sqlite/vfs.c)
+	[44]="sqlite_torture"
 	# 30-32: the simulator's mapping workload catches them first; the kill
 	# torture's mapping rounds do too (MUTANT_TESTS=torture_kill)
 )
@@ -138,7 +142,7 @@ for m in $MUTANTS; do
 	     "$b/tests/sim_faults" "$b/tests/unit_recover" \
 	     "$b/tests/conf_recover" "$b/tests/conf_damage" "$b/tests/torture_kill" \
 	     "$b/tests/torture_pair" "$b/tests/torture_cut" \
-	     "$b/oatomic" "$b/liboatomic-preload.so" \
+	     "$b/oatomic" "$b/liboatomic-preload.so" "$b/tests/sqlite_torture" \
 	     >"$work/make$m.log" 2>&1; then
 		echo "mutant $m: build failed"; cat "$work/make$m.log"; continue
 	fi
