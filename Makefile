@@ -67,9 +67,9 @@ BENGINE_SRC := $(sort $(wildcard bench/engine/*.c))
 BENGINE_OBJ := $(BENGINE_SRC:bench/engine/%.c=$(BUILD)/obj/bengine/%.o)
 TOOL_OBJ    += $(BENGINE_OBJ)
 $(BUILD)/obj/tools/cmd_bench.o: bench/engine/bench.h
-$(BUILD)/obj/bengine/%.o: bench/engine/%.c bench/engine/bench.h $(wildcard src/*.h) include/oatomic.h
+$(BUILD)/obj/bengine/%.o: bench/engine/%.c bench/engine/bench.h $(wildcard src/*.h) include/oatomic.h tools/companion.h
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Ibench/engine $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) -Ibench/engine -Itools $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/pic/%.o: src/%.c $(wildcard src/*.h) include/oatomic.h
 	@mkdir -p $(@D)
@@ -136,7 +136,8 @@ $(BUILD)/obj/tools/progcheck.o: preload/progcheck.c preload/progcheck.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Ipreload $(CFLAGS) -c $< -o $@
 $(BUILD)/obj/tools/cmd_run.o: preload/progcheck.h
-$(BUILD)/obj/tools/cmd_run.o: CPPFLAGS += -Ipreload -DOA_LIBDIR='"$(LIBDIR)"'
+$(BUILD)/obj/tools/cmd_run.o: CPPFLAGS += -Ipreload
+$(BUILD)/obj/tools/companion.o: CPPFLAGS += -DOA_LIBDIR='"$(LIBDIR)"'
 
 $(BUILD)/oatomic: $(TOOL_OBJ) $(BUILD)/liboatomic.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/liboatomic.a $(LIBS) -lm

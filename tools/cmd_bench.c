@@ -147,8 +147,8 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			}
 			if ((rc = check_list(cmd, "--baseline", optarg,
 					     "inplace,copy-rename,"
-					     "sqlite-rollback,sqlite-wal,lmdb,"
-					     "rwf-atomic")))
+					     "sqlite-rollback,sqlite-wal,"
+					     "sqlite-oatomic,lmdb,rwf-atomic")))
 				return rc;
 			o.baselines = optarg;
 			break;
@@ -302,7 +302,9 @@ const struct tool_cmd bench_cmd = {
 " all, or none): inplace (pwrite + fdatasync, not atomic: the floor),\n"
 " copy-rename (temporary copy, fsync, rename, directory fsync),\n"
 " sqlite-rollback and sqlite-wal (synchronous=FULL, a 4 KiB blob per page),\n"
-" lmdb, rwf-atomic (pwritev2 RWF_ATOMIC|RWF_DSYNC where the file system has\n"
+" sqlite-oatomic (the same through oatomic's SQLite VFS, journal_mode=MEMORY:\n"
+" liboatomic_sqlite.so, found beside this binary, in ../lib or the library\n"
+" directory, or at $OATOMIC_SQLITE_EXT), lmdb, rwf-atomic (pwritev2 RWF_ATOMIC|RWF_DSYNC where the file system has\n"
 " an atomic write unit).  SQLite and LMDB are loaded at run time\n"
 " (libsqlite3.so.0, liblmdb.so.0): when missing they are reported as not\n"
 " installed.\n"

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "tool.h"
+#include "companion.h"
 #include "../preload/progcheck.h"
 
 /* Where `make install` puts the library; the build may say otherwise. */
@@ -105,66 +106,26 @@ static int find_program(const char *prog, const char *search, char *buf)
 	return -1;
 }
 
-/* Whether PATH is a regular file; it is then made absolute, without
- * symbolic links, into OUT (PATH_MAX bytes). */
-static bool library_at(const char *path, char *out)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-	       realpath(path, out) != NULL;
-}
-
 /*
  * The preload library into OUT (PATH_MAX bytes): $OATOMIC_PRELOAD, or
- * PRELOAD_NAME beside this binary, in ../lib from it, or in OA_LIBDIR.
- * Returns 0, or reports why not and returns TOOL_EXIT_ERR.
+ * PRELOAD_NAME beside this binary, in ../lib from it, or in the library
+ * directory (companion.c).  Returns 0, or reports why not and returns
+ * TOOL_EXIT_ERR.
  */
 static int find_library(char *out)
 {
-	const char *env = getenv("OATOMIC_PRELOAD");
-	char exe[PATH_MAX], beside[PATH_MAX + 32], inlib[PATH_MAX + 32];
-	const char *libdir = OA_LIBDIR "/" PRELOAD_NAME;
-	struct stat st;
-	ssize_t n;
+	char tried[3 * PATH_MAX + 256];
 
-	if (env && *env) {
-		if (env[0] != '/')
-			return tool_errorf(env, "OATOMIC_PRELOAD must be an "
-					   "absolute path");
-		if (stat(env, &st) < 0)
-			return tool_error(env, "OATOMIC_PRELOAD", errno);
-		if (!S_ISREG(st.st_mode))
-			return tool_errorf(env, "OATOMIC_PRELOAD: not a "
-					   "regular file");
-		if (!realpath(env, out))
-			return tool_error(env, "OATOMIC_PRELOAD", errno);
+	if (oa_companion(PRELOAD_NAME, "OATOMIC_PRELOAD", out, tried,
+			 sizeof(tried)) == 0)
 		return 0;
-	}
-
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		char *slash;
-
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash)
-			*slash = '\0';
-		snprintf(beside, sizeof(beside), "%s/%s", exe, PRELOAD_NAME);
-		snprintf(inlib, sizeof(inlib), "%s/../lib/%s", exe,
-			 PRELOAD_NAME);
-		if (library_at(beside, out) || library_at(inlib, out))
-			return 0;
-	}
-	if (library_at(libdir, out))
-		return 0;
-	if (n > 0)
-		return tool_errorf(PRELOAD_NAME, "not found (tried %s, %s and "
-				   "%s; set OATOMIC_PRELOAD to its path)",
-				   beside, inlib, libdir);
-	return tool_errorf(PRELOAD_NAME, "not found (tried %s; "
-			   "/proc/self/exe: %s; set OATOMIC_PRELOAD to its "
-			   "path)", libdir, strerror(errno));
+	if (errno == EINVAL)
+		return tool_errorf(PRELOAD_NAME, "OATOMIC_PRELOAD must be an "
+				   "absolute path");
+	if (errno != ENOENT || getenv("OATOMIC_PRELOAD"))
+		return tool_error(PRELOAD_NAME, tried, errno);
+	return tool_errorf(PRELOAD_NAME, "not found (tried %s; set "
+			   "OATOMIC_PRELOAD to its path)", tried);
 }
 
 /*

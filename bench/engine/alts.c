@@ -9,6 +9,11 @@
  *                    it, rename it over, fsync the directory;
  *   sqlite-rollback  SQLite, journal_mode=DELETE, synchronous=FULL, one row
  *   sqlite-wal       (id, 4 KiB blob) per page, journal_mode=WAL, ditto;
+ *   sqlite-oatomic   ditto through the "oatomic" VFS (liboatomic_sqlite.so,
+ *                    loaded as SQLite loads extensions; found as `oatomic
+ *                    run` finds its library, or $OATOMIC_SQLITE_EXT),
+ *                    journal_mode=MEMORY: one oatomic commit per
+ *                    transaction, no journal file;
  *   lmdb             LMDB, one record per page (integer key), default
  *                    durability (a flush at every commit);
  *   rwf-atomic       pwritev2(RWF_ATOMIC|RWF_DSYNC) on an O_DIRECT fd: only a
@@ -26,6 +31,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +45,7 @@
 #include "oatomic.h"
 #include "oatomic-private.h"
 #include "bench.h"
+#include "companion.h"
 
 /* ---- counters of the baselines' own calls -------------------------------- */
 
@@ -183,6 +190,15 @@ static void unlink_family(const char *path)
 
 	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
 		snprintf(p, sizeof(p), "%s%s", path, suffix[i]);
+		unlink(p);
+	}
+	/* sqlite-oatomic: the library's control file and journals */
+	const char *slash = strrchr(path, '/');
+	int dl = slash ? (int)(slash - path) + 1 : 0;
+	snprintf(p, sizeof(p), "%.*s.%s.oa", dl, path, path + dl);
+	unlink(p);
+	for (int k = 1; k <= 8; k++) {
+		snprintf(p, sizeof(p), "%.*s.%s.oaj-%d", dl, path, path + dl, k);
 		unlink(p);
 	}
 }
@@ -590,6 +606,9 @@ static struct {
 	int (*busy_timeout)(sqlite3 *, int);
 	void (*free)(void *);
 	const char *(*libversion)(void);
+	int (*enable_load_extension)(sqlite3 *, int);
+	int (*load_extension)(sqlite3 *, const char *, const char *, char **);
+	int vfs_loaded;      /* the oatomic VFS is registered */
 } sq;
 
 static int sqlite_load(char *why, size_t len)
@@ -609,7 +628,9 @@ static int sqlite_load(char *why, size_t len)
 	    !SQ(step, "step") || !SQ(reset, "reset") ||
 	    !SQ(finalize, "finalize") || !SQ(errmsg, "errmsg") ||
 	    !SQ(busy_timeout, "busy_timeout") || !SQ(free, "free") ||
-	    !SQ(libversion, "libversion")) {
+	    !SQ(libversion, "libversion") ||
+	    !SQ(enable_load_extension, "enable_load_extension") ||
+	    !SQ(load_extension, "load_extension")) {
 		snprintf(why, len, "libsqlite3.so.0 lacks a function we use");
 		dlclose(sq.so);
 		sq.so = NULL;
@@ -622,6 +643,42 @@ static int sqlite_load(char *why, size_t len)
 static int is_wal(const struct bench_alt *a)
 {
 	return strcmp(a->name, "sqlite-wal") == 0;
+}
+
+static int is_oa_vfs(const struct bench_alt *a)
+{
+	return strcmp(a->name, "sqlite-oatomic") == 0;
+}
+
+/* Register the oatomic VFS in the loaded SQLite: the extension, loaded
+ * through a scratch connection (it stays registered after it closes). */
+static int sqlite_load_vfs(char *why, size_t len)
+{
+	char path[PATH_MAX], tried[3 * PATH_MAX + 64];
+	sqlite3 *db = NULL;
+	char *err = NULL;
+
+	if (sq.vfs_loaded)
+		return 0;
+	if (oa_companion("liboatomic_sqlite.so", "OATOMIC_SQLITE_EXT", path,
+			 tried, sizeof(tried)) < 0) {
+		snprintf(why, len, "liboatomic_sqlite.so not found (tried %.120s)",
+			 tried);
+		return -1;
+	}
+	if (sq.open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) !=
+	    SQLITE_OK || sq.enable_load_extension(db, 1) != SQLITE_OK ||
+	    sq.load_extension(db, path, NULL, &err) != SQLITE_OK) {
+		snprintf(why, len, "cannot load %.80s: %.80s", path,
+			 err ? err : db ? sq.errmsg(db) : "no memory");
+		sq.free(err);
+		if (db)
+			sq.close(db);
+		return -1;
+	}
+	sq.close(db);
+	sq.vfs_loaded = 1;
+	return 0;
 }
 
 static int sq_exec(sqlite3 *db, const char *sql)
@@ -640,6 +697,8 @@ static int sqlite_probe(struct bench_alt *a, const char *dir)
 {
 	if (sqlite_load(a->why, sizeof(a->why)) < 0)
 		return -1;
+	if (is_oa_vfs(a) && sqlite_load_vfs(a->why, sizeof(a->why)) < 0)
+		return -1;
 	return 0;
 }
 
@@ -648,15 +707,17 @@ static sqlite3 *sq_connect(struct bench_alt *a, const char *path, int create)
 	sqlite3 *db = NULL;
 
 	if (sq.open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
-		       (create ? SQLITE_OPEN_CREATE : 0), NULL) != SQLITE_OK) {
+		       (create ? SQLITE_OPEN_CREATE : 0),
+		       is_oa_vfs(a) ? "oatomic" : NULL) != SQLITE_OK) {
 		if (db)
 			sq.close(db);
 		errno = EIO;
 		return NULL;
 	}
 	sq.busy_timeout(db, 120000);
-	if (sq_exec(db, is_wal(a) ? "PRAGMA journal_mode=WAL"
-				   : "PRAGMA journal_mode=DELETE") < 0 ||
+	if (sq_exec(db, is_wal(a) ? "PRAGMA journal_mode=WAL" :
+			is_oa_vfs(a) ? "PRAGMA journal_mode=MEMORY" :
+				       "PRAGMA journal_mode=DELETE") < 0 ||
 	    sq_exec(db, "PRAGMA synchronous=FULL") < 0) {
 		sq.close(db);
 		return NULL;
@@ -1014,6 +1075,10 @@ static struct bench_alt alts[] = {
 	{ .name = "sqlite-wal", .method = -1,
 	  .caps = ALT_RECOVER | ALT_WHOLE_PAGES,
 	  .desc = "SQLite journal_mode=WAL synchronous=FULL, a 4 KiB blob per page" },
+	{ .name = "sqlite-oatomic", .method = -1,
+	  .caps = ALT_RECOVER | ALT_WHOLE_PAGES,
+	  .desc = "SQLite through the oatomic VFS, journal_mode=MEMORY, "
+		  "synchronous=FULL, a 4 KiB blob per page" },
 	{ .name = "lmdb", .method = -1,
 	  .caps = ALT_RECOVER | ALT_NO_THREADS_SAME_FILE | ALT_WHOLE_PAGES,
 	  .desc = "LMDB, a 4 KiB record per page, synced commits" },

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "companion.h"
 #include "oatomic.h"
 
 extern char **environ;
@@ -160,30 +161,15 @@ int bench_run_worker(int argc, char **argv)
 	return 0;
 }
 
-/* The preload library, as `oatomic run` finds it. */
+/* The preload library: where `oatomic run` finds it (companion.c). */
 static int rb_preload(char *out, size_t n)
 {
-	const char *e = getenv("OATOMIC_PRELOAD");
-	if (e && e[0] == '/' && access(e, R_OK) == 0) {
-		snprintf(out, n, "%s", e);
-		return 0;
-	}
-	char exe[PATH_MAX];
-	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (l <= 0)
+	char p[PATH_MAX];
+	if (oa_companion("liboatomic-preload.so", "OATOMIC_PRELOAD", p, NULL,
+			 0) < 0 || strlen(p) >= n)
 		return -1;
-	exe[l] = 0;
-	char *sl = strrchr(exe, '/');
-	if (!sl)
-		return -1;
-	*sl = 0;
-	if ((size_t)snprintf(out, n, "%.*s/liboatomic-preload.so",
-			     PATH_MAX - 64, exe) < n && access(out, R_OK) == 0)
-		return 0;
-	if ((size_t)snprintf(out, n, "%.*s/../lib/liboatomic-preload.so",
-			     PATH_MAX - 64, exe) >= n)
-		return -1;
-	return access(out, R_OK) == 0 ? 0 : -1;
+	memcpy(out, p, strlen(p) + 1);
+	return 0;
 }
 
 struct rb_res {
