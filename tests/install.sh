@@ -6,6 +6,8 @@
 #    symlinks, liboatomic.a, oatomic.pc (pointing at the prefix), the tool
 #    and the man pages (section 3 for every exported function, oatomic(1));
 #  - liboatomic.so exports only the public oa_* functions;
+#  - liboatomic_sqlite.so (with its header, archive and man page) exports
+#    its two entry points only, and sqlite3 loads it from the install;
 #  - liboatomic-preload.so is installed, exports none of them, and the
 #    installed `oatomic run` finds it and works (its man page, section 7);
 #  - a program compiled outside the tree with
@@ -93,6 +95,27 @@ else
 fi
 [ -f "$PREFIX/share/man/man7/liboatomic-preload.7" ] ||
 	fail "man7/liboatomic-preload.7 not installed"
+
+# The SQLite extension: installed beside the library with its header and
+# archive, exporting its two entry points and nothing else (its copy of
+# the library is private), and Debian's sqlite3 shell loads it from there.
+EXTSO=$LIB/liboatomic_sqlite.so
+for f in "$EXTSO" "$LIB/liboatomic_sqlite.a" "$PREFIX/include/oatomic_sqlite.h" \
+	 "$PREFIX/share/man/man3/liboatomic_sqlite.3"; do
+	[ -f "$f" ] || fail "${f#$PREFIX/} not installed"
+done
+if [ -f "$EXTSO" ]; then
+	sexp=$(nm -D --defined-only "$EXTSO" | awk '$2 != "A" { print $3 }' | sed 's/@.*//' | sort | tr '\n' ' ')
+	[ "$sexp" = "sqlite3_oatomicsqlite_default_init sqlite3_oatomicsqlite_init " ] ||
+		fail "liboatomic_sqlite.so exports [$sexp], want its two entry points"
+	if command -v sqlite3 >/dev/null; then
+		out=$(cd "$WORK" && printf 'PRAGMA journal_mode=MEMORY;\nCREATE TABLE t(a);\nINSERT INTO t VALUES(7);\nSELECT a FROM t;\n' |
+		      sqlite3 -batch -cmd ".load $LIB/liboatomic_sqlite" \
+			      -cmd ".open file:ext.db?vfs=oatomic" 2>&1)
+		[ "$out" = "$(printf 'memory\n7')" ] ||
+			fail "the installed extension in sqlite3: [$out]"
+	fi
+fi
 
 # Exported symbols: oa_* only, and none of the internals (oa__*, oa_x*).
 # Version nodes (OATOMIC_0.1) show up as absolute symbols: not ours to judge.
