@@ -500,15 +500,20 @@ static int x_sector_size(sqlite3_file *file)
 	return SECTOR;
 }
 
-/* Only what holds (issue: "reports only what holds"): a crash leaves the
- * last transaction or the one before, never part of a write (ATOMIC), the
- * size never grows before its data (SAFE_APPEND), no write lands before an
- * earlier one (SEQUENTIAL), and a write damages no byte it did not write
- * (POWERSAFE_OVERWRITE); the batch file controls are kept (BATCH_ATOMIC). */
+/* Only what holds.  SQLite reads these flags off the database file but
+ * applies some of them to its journal too, which is the default VFS's file,
+ * not ours: SAFE_APPEND (the journal's record count written without a sync
+ * before it) and SEQUENTIAL (the journal's sync skipped, trusting the disk
+ * to write the journal before the database) hold for our file alone, and
+ * in a rollback-journal mode would let a journal that is not on disk roll
+ * back a committed transaction: not claimed.  What holds: a crash leaves
+ * the last transaction or the one before, never part of a write (ATOMIC);
+ * a write damages no byte it did not write (POWERSAFE_OVERWRITE: SQLite
+ * then journals pages, not whole sectors); the batch file controls are
+ * kept (BATCH_ATOMIC, for SQLite builds that use them). */
 static int x_device_characteristics(sqlite3_file *file)
 {
-	return SQLITE_IOCAP_ATOMIC | SQLITE_IOCAP_SAFE_APPEND |
-	       SQLITE_IOCAP_SEQUENTIAL | SQLITE_IOCAP_POWERSAFE_OVERWRITE |
+	return SQLITE_IOCAP_ATOMIC | SQLITE_IOCAP_POWERSAFE_OVERWRITE |
 	       SQLITE_IOCAP_BATCH_ATOMIC;
 }
 

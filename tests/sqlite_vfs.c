@@ -466,8 +466,18 @@ static void test_errors(void)
 	      SQLITE_OK);
 	CHECK(name && !strcmp(name, "oatomic"));
 	sqlite3_free(name);
+	/* Only what holds: SQLite applies SAFE_APPEND and SEQUENTIAL to its
+	 * journal (the default VFS's file) too, where they do not. */
+	sqlite3_file *sf = NULL;
+	CHECK(sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER,
+				   &sf) == SQLITE_OK && sf);
+	int dc = sf->pMethods->xDeviceCharacteristics(sf);
+	CHECKF((dc & SQLITE_IOCAP_ATOMIC) && (dc & SQLITE_IOCAP_POWERSAFE_OVERWRITE) &&
+	       !(dc & (SQLITE_IOCAP_SAFE_APPEND | SQLITE_IOCAP_SEQUENTIAL)),
+	       "device characteristics %#x", dc);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
-	tu_note("missing file CANTOPEN, read-only open READONLY, VFSNAME");
+	tu_note("missing file CANTOPEN, read-only open READONLY, VFSNAME, device "
+		"characteristics");
 }
 
 int main(void)
