@@ -19,10 +19,13 @@
  * random 0-120 ms, or at a kill point of the library's commit protocol
  * (record written, flushed, half applied, applied) in a random
  * transaction; `synchronous` is FULL, NORMAL or OFF at random (the commit
- * is the same).  Then: the database opens through the VFS (recovery),
- * integrity_check is "ok", meta.k is the last ack or the next committed
- * transaction, the rows are that state's, and no -journal, -wal or -shm
- * file exists.
+ * is the same); a quarter of the rounds use journal_mode=DELETE (SQLite's
+ * own journal, the default VFS's file, beside ours: a hot journal it left
+ * must roll back only what our commit did not make durable).  Then: the
+ * database opens through the VFS (recovery), integrity_check is "ok",
+ * meta.k is the last ack or the next committed transaction, the rows are
+ * that state's, and no -journal (but with DELETE: SQLite may leave one it
+ * judged cold), -wal or -shm file exists.
  *
  * With arguments (the power cuts' helper, tests/sqlite_powercut.sh):
  *   sqlite_torture init DB             create the database (state 0)
@@ -161,19 +164,25 @@ static void schema(sqlite3 *db)
 		 "INSERT OR IGNORE INTO meta VALUES(1, 0);");
 }
 
-static sqlite3 *open_vfs(const char *path, int sync_mode)
+static sqlite3 *open_vfs_mode(const char *path, int sync_mode,
+			      const char *jmode)
 {
 	sqlite3 *db = NULL;
 	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE |
 				 SQLITE_OPEN_CREATE, OATOMIC_SQLITE_VFS);
 	CHECKF(rc == SQLITE_OK, "open %s through the oatomic VFS: %s", path,
 	       db ? sqlite3_errmsg(db) : "?");
-	exec(db, "PRAGMA journal_mode=MEMORY");
+	exec(db, jmode);
 	exec(db, "PRAGMA cache_size=-256");   /* 256 KiB: big ones spill */
 	exec(db, sync_mode == 0 ? "PRAGMA synchronous=OFF" :
 		 sync_mode == 1 ? "PRAGMA synchronous=NORMAL" :
 				  "PRAGMA synchronous=FULL");
 	return db;
+}
+
+static sqlite3 *open_vfs(const char *path, int sync_mode)
+{
+	return open_vfs_mode(path, sync_mode, "PRAGMA journal_mode=MEMORY");
 }
 
 /* One transaction K; 1 if it committed. */
@@ -245,7 +254,12 @@ static uint64_t model_hash(uint64_t seed, uint64_t k, long *rows)
 
 static void init_db(const char *path)
 {
-	unlink(path);
+	static const char *sfx[] = { "", "-journal", "-wal", "-shm" };
+	for (int i = 0; i < 4; i++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
+		unlink(p);
+	}
 	tu_remove_journals(path);
 	sqlite3 *db = open_vfs(path, 2);
 	schema(db);
@@ -255,7 +269,7 @@ static void init_db(const char *path)
 /* The checks after a crash; ACK the last acknowledged K.  Returns the K
  * found.  WHAT names the round for messages. */
 static uint64_t check_db(const char *path, uint64_t seed, uint64_t ack,
-			 const char *what)
+			 const char *what, int own_journal)
 {
 	static const char *sfx[] = { "-journal", "-wal", "-shm" };
 	sqlite3 *db = open_vfs(path, 2);
@@ -281,7 +295,8 @@ static uint64_t check_db(const char *path, uint64_t seed, uint64_t ack,
 	       "not those of transaction %llu (%ld rows)", what, rows,
 	       (unsigned long long)k, mrows);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
-	for (int i = 0; i < 3; i++) {
+	/* (journal_mode=DELETE: a journal SQLite judged cold may stay) */
+	for (int i = own_journal ? 1 : 0; i < 3; i++) {
 		char p[PATH_MAX];
 		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
 		CHECKF(access(p, F_OK) != 0, "%s: %s exists", what, p);
@@ -295,6 +310,7 @@ struct wplan {
 	const char *path;
 	uint64_t seed;
 	int sync_mode;
+	int delete_mode;     /* journal_mode=DELETE: SQLite's own journal too */
 	int kp;              /* kill point, 0: killed by the parent */
 	uint64_t kp_txn;     /* ... armed before this transaction's COMMIT */
 	volatile uint64_t *ack;
@@ -303,7 +319,9 @@ struct wplan {
 static int writer(void *arg)
 {
 	struct wplan *w = arg;
-	sqlite3 *db = open_vfs(w->path, w->sync_mode);
+	sqlite3 *db = open_vfs_mode(w->path, w->sync_mode, w->delete_mode ?
+				    "PRAGMA journal_mode=DELETE" :
+				    "PRAGMA journal_mode=MEMORY");
 	for (uint64_t k = 1;; k++) {
 		char sql[64];
 		if (w->kp && k == w->kp_txn && !rolls_back(w->seed, k)) {
@@ -328,7 +346,7 @@ static int torture(void)
 	long rounds = tu_is_root() ? 500 : 200;
 	const char *e = getenv("SQLITE_TORTURE_ROUNDS");
 	uint64_t seed = tu_seed();
-	long kp_rounds = 0, found_next = 0;
+	long kp_rounds = 0, found_next = 0, delete_rounds = 0;
 #if defined(__SANITIZE_ADDRESS__)
 	rounds = 150;
 #elif defined(__has_feature)
@@ -348,6 +366,7 @@ static int torture(void)
 		uint64_t st = mix(seed * 7919 + (uint64_t)r) | 1;
 		struct wplan w = { .path = path, .seed = tu_rand(&st),
 				   .sync_mode = (int)(tu_rand(&st) % 3),
+				   .delete_mode = tu_rand(&st) % 4 == 0,
 				   .ack = ack };
 		char what[96];
 		int status;
@@ -355,6 +374,7 @@ static int torture(void)
 
 		init_db(path);
 		*ack = 0;
+		delete_rounds += w.delete_mode;
 		if (tu_rand(&st) % 2) {
 			static const int kps[] = { OA_KP_RECORD_WRITTEN,
 						   OA_KP_FLUSHED,
@@ -378,12 +398,13 @@ static int torture(void)
 			 r, (unsigned long long)seed);
 		CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
 		       "%s: writer %s", what, tu_status_str(status));
-		uint64_t k = check_db(path, w.seed, *ack, what);
+		uint64_t k = check_db(path, w.seed, *ack, what, w.delete_mode);
 		found_next += k != *ack;
 	}
-	printf("sqlite torture: %ld kills (%ld at kill points of the commit), "
-	       "integrity ok and the acknowledged state or the next in all; "
-	       "the next in %ld\n", rounds, kp_rounds, found_next);
+	printf("sqlite torture: %ld kills (%ld at kill points of the commit, "
+	       "%ld with journal_mode=DELETE), integrity ok and the "
+	       "acknowledged state or the next in all; the next in %ld\n",
+	       rounds, kp_rounds, delete_rounds, found_next);
 	return 0;
 }
 
@@ -427,7 +448,7 @@ int main(int argc, char **argv)
 	if (argc == 5 && !strcmp(argv[1], "check")) {
 		uint64_t seed = strtoull(argv[4], NULL, 0);
 		uint64_t ack = read_ack(argv[3]);
-		uint64_t k = check_db(argv[2], seed, ack, argv[2]);
+		uint64_t k = check_db(argv[2], seed, ack, argv[2], 0);
 		printf("ack %llu found %llu\n", (unsigned long long)ack,
 		       (unsigned long long)k);
 		return 0;
