@@ -57,6 +57,8 @@ TESTS     := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 SONAME    := liboatomic.so.$(SOMAJOR)
 PRELOAD   := $(BUILD)/liboatomic-preload.so
+SQLEXT    := $(BUILD)/liboatomic_sqlite.so
+SQLARC    := $(BUILD)/liboatomic_sqlite.a
 SHLIB     := $(BUILD)/liboatomic.so.$(VERSION)
 
 all: $(BUILD)/liboatomic.so $(BUILD)/liboatomic.a $(BUILD)/oatomic $(TESTS) \
@@ -117,8 +119,6 @@ $(PRELOAD): $(PRE_OBJ) $(PRE_LIB_OBJ)
 # library, no sanitizers: the sqlite3 shell loads it); liboatomic_sqlite.a
 # for programs that link SQLite and liboatomic themselves (and the tests,
 # which then run it under the sanitizers).
-SQLEXT      := $(BUILD)/liboatomic_sqlite.so
-SQLARC      := $(BUILD)/liboatomic_sqlite.a
 $(BUILD)/obj/prepic/sqlite_vfs.o: sqlite/vfs.c include/oatomic.h include/oatomic_sqlite.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -DOA_SQLITE_LOADABLE $(PRE_CFLAGS) -c $< -o $@
