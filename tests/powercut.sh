@@ -125,21 +125,6 @@ cleanup() {
 trap 'cleanup' EXIT
 trap 'cleanup; exit 1' INT TERM HUP
 
-# sleep_ms N
-sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
-
-# wait_for FILE PID TENTHS: until FILE is non-empty; 1 if PID died or timeout
-wait_for() {
-	local n=0
-	while [ ! -s "$1" ]; do
-		kill -0 "$2" 2>/dev/null || [ -s "$1" ] || return 1
-		n=$((n + 1))
-		[ $n -le $(($3 * 10)) ] || return 1
-		sleep 0.01
-	done
-	return 0
-}
-
 # cut_remount PID...: the cut, with the writers PID... running: a snapshot
 # of the image (Btrfs; they are stopped first, so every ack they wrote is
 # older than it) or FS_IOC_SHUTDOWN; then kill them, umount, and mount again

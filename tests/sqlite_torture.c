@@ -43,12 +43,11 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include <sqlite3.h>
-
 #include "testutil.h"
 #include "internal.h"
 #include "oatomic-private.h"
 #include "oatomic_sqlite.h"
+#include "tsqlite.h"
 
 #define NIDS      2000
 #define BIG_EVERY 12
@@ -59,14 +58,6 @@ static uint64_t mix(uint64_t x)
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
 	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
-}
-
-static void exec(sqlite3 *db, const char *sql)
-{
-	char *err = NULL;
-	int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
-	CHECKF(rc == SQLITE_OK, "%s: %s (%d)", sql, err ? err : "?", rc);
-	sqlite3_free(err);
 }
 
 /* Does transaction K of SEED end in ROLLBACK?  1 in 8. */
@@ -135,28 +126,28 @@ static void txn_body(sqlite3 *db, uint64_t seed, uint64_t k)
 				 (int)(tu_rand(&st) % 7) + 1,
 				 (unsigned long long)a,
 				 (unsigned long long)(a + w * 5));
-			exec(db, sql);
+			ts_exec(db, sql);
 		} else if (what < 9) {
 			snprintf(sql, sizeof(sql), "DELETE FROM t WHERE id "
 				 "BETWEEN %llu AND %llu", (unsigned long long)a,
 				 (unsigned long long)(a + w));
-			exec(db, sql);
+			ts_exec(db, sql);
 		} else {
 			/* A savepoint rolled back: its changes must vanish. */
-			exec(db, "SAVEPOINT s");
+			ts_exec(db, "SAVEPOINT s");
 			insert_row(db, &st);
 			snprintf(sql, sizeof(sql), "DELETE FROM t WHERE id < %llu",
 				 (unsigned long long)a);
-			exec(db, sql);
-			exec(db, "ROLLBACK TO s");
-			exec(db, "RELEASE s");
+			ts_exec(db, sql);
+			ts_exec(db, "ROLLBACK TO s");
+			ts_exec(db, "RELEASE s");
 		}
 	}
 }
 
 static void schema(sqlite3 *db)
 {
-	exec(db, "CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, "
+	ts_exec(db, "CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, "
 		 "g INTEGER, v BLOB);"
 		 "CREATE INDEX IF NOT EXISTS t_g ON t(g);"
 		 "CREATE TABLE IF NOT EXISTS meta(one INTEGER PRIMARY KEY, "
@@ -172,9 +163,9 @@ static sqlite3 *open_vfs_mode(const char *path, int sync_mode,
 				 SQLITE_OPEN_CREATE, OATOMIC_SQLITE_VFS);
 	CHECKF(rc == SQLITE_OK, "open %s through the oatomic VFS: %s", path,
 	       db ? sqlite3_errmsg(db) : "?");
-	exec(db, jmode);
-	exec(db, "PRAGMA cache_size=-256");   /* 256 KiB: big ones spill */
-	exec(db, sync_mode == 0 ? "PRAGMA synchronous=OFF" :
+	ts_exec(db, jmode);
+	ts_exec(db, "PRAGMA cache_size=-256");   /* 256 KiB: big ones spill */
+	ts_exec(db, sync_mode == 0 ? "PRAGMA synchronous=OFF" :
 		 sync_mode == 1 ? "PRAGMA synchronous=NORMAL" :
 				  "PRAGMA synchronous=FULL");
 	return db;
@@ -189,16 +180,16 @@ static sqlite3 *open_vfs(const char *path, int sync_mode)
 static int run_txn(sqlite3 *db, uint64_t seed, uint64_t k)
 {
 	char sql[64];
-	exec(db, "BEGIN");
+	ts_exec(db, "BEGIN");
 	txn_body(db, seed, k);
 	if (rolls_back(seed, k)) {
-		exec(db, "ROLLBACK");
+		ts_exec(db, "ROLLBACK");
 		return 0;
 	}
 	snprintf(sql, sizeof(sql), "UPDATE meta SET k = %llu",
 		 (unsigned long long)k);
-	exec(db, sql);
-	exec(db, "COMMIT");
+	ts_exec(db, sql);
+	ts_exec(db, "COMMIT");
 	return 1;
 }
 
@@ -224,16 +215,6 @@ static uint64_t dump_hash(sqlite3 *db, long *rows)
 	return h;
 }
 
-static int64_t one_int(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *s = prep(db, sql);
-	int rc = sqlite3_step(s);
-	CHECKF(rc == SQLITE_ROW, "%s: %s", sql, sqlite3_errmsg(db));
-	int64_t v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	return v;
-}
-
 /* The state after the committed transactions up to K, as a hash. */
 static uint64_t model_hash(uint64_t seed, uint64_t k, long *rows)
 {
@@ -243,9 +224,9 @@ static uint64_t model_hash(uint64_t seed, uint64_t k, long *rows)
 	schema(m);
 	for (uint64_t j = 1; j <= k; j++)
 		if (!rolls_back(seed, j)) {
-			exec(m, "BEGIN");
+			ts_exec(m, "BEGIN");
 			txn_body(m, seed, j);
-			exec(m, "COMMIT");
+			ts_exec(m, "COMMIT");
 		}
 	uint64_t h = dump_hash(m, rows);
 	sqlite3_close(m);
@@ -254,13 +235,7 @@ static uint64_t model_hash(uint64_t seed, uint64_t k, long *rows)
 
 static void init_db(const char *path)
 {
-	static const char *sfx[] = { "", "-journal", "-wal", "-shm" };
-	for (int i = 0; i < 4; i++) {
-		char p[PATH_MAX];
-		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-		unlink(p);
-	}
-	tu_remove_journals(path);
+	ts_unlink_db(path);
 	sqlite3 *db = open_vfs(path, 2);
 	schema(db);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
@@ -271,17 +246,10 @@ static void init_db(const char *path)
 static uint64_t check_db(const char *path, uint64_t seed, uint64_t ack,
 			 const char *what, int own_journal)
 {
-	static const char *sfx[] = { "-journal", "-wal", "-shm" };
 	sqlite3 *db = open_vfs(path, 2);
-	sqlite3_stmt *s = prep(db, "PRAGMA integrity_check");
-	CHECKF(sqlite3_step(s) == SQLITE_ROW, "%s: integrity_check: %s", what,
-	       sqlite3_errmsg(db));
-	const char *ic = (const char *)sqlite3_column_text(s, 0);
-	CHECKF(ic && !strcmp(ic, "ok"), "%s: VIOLATION: integrity_check says "
-	       "%s", what, ic ? ic : "(null)");
-	sqlite3_finalize(s);
+	ts_integrity_ok(db, what);
 
-	uint64_t k = (uint64_t)one_int(db, "SELECT k FROM meta");
+	uint64_t k = (uint64_t)ts_one_int(db, "SELECT k FROM meta");
 	uint64_t next = ack + 1;
 	while (rolls_back(seed, next))
 		next++;
@@ -296,11 +264,7 @@ static uint64_t check_db(const char *path, uint64_t seed, uint64_t ack,
 	       (unsigned long long)k, mrows);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	/* (journal_mode=DELETE: a journal SQLite judged cold may stay) */
-	for (int i = own_journal ? 1 : 0; i < 3; i++) {
-		char p[PATH_MAX];
-		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-		CHECKF(access(p, F_OK) != 0, "%s: %s exists", what, p);
-	}
+	ts_no_sqlite_files(path, own_journal, what);
 	return k;
 }
 
@@ -325,11 +289,11 @@ static int writer(void *arg)
 	for (uint64_t k = 1;; k++) {
 		char sql[64];
 		if (w->kp && k == w->kp_txn && !rolls_back(w->seed, k)) {
-			exec(db, "BEGIN");
+			ts_exec(db, "BEGIN");
 			txn_body(db, w->seed, k);
 			snprintf(sql, sizeof(sql), "UPDATE meta SET k = %llu",
 				 (unsigned long long)k);
-			exec(db, sql);
+			ts_exec(db, sql);
 			oa__set_killpoint(w->kp);
 			sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 			return 5;   /* the kill point did not fire */

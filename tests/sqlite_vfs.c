@@ -22,36 +22,15 @@
 #include <sys/mount.h>
 #include <sys/wait.h>
 
-#include <sqlite3.h>
-
 #include "testutil.h"
 #include "internal.h"
 #include "oatomic-private.h"
 #include "oatomic_sqlite.h"
+#include "tsqlite.h"
 
 static int exec_rc(sqlite3 *db, const char *sql)
 {
 	return sqlite3_exec(db, sql, NULL, NULL, NULL);
-}
-
-static void exec(sqlite3 *db, const char *sql)
-{
-	char *err = NULL;
-	int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
-	CHECKF(rc == SQLITE_OK, "%s: %s (%d)", sql, err ? err : "?", rc);
-	sqlite3_free(err);
-}
-
-static int64_t one_int(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *s = NULL;
-	CHECKF(sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s",
-	       sql, sqlite3_errmsg(db));
-	int rc = sqlite3_step(s);
-	CHECKF(rc == SQLITE_ROW, "%s: %s (%d)", sql, sqlite3_errmsg(db), rc);
-	int64_t v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	return v;
 }
 
 static sqlite3 *open_with(const char *path, const char *vfs, int flags)
@@ -68,29 +47,8 @@ static sqlite3 *open_oa(const char *path)
 {
 	sqlite3 *db = open_with(path, OATOMIC_SQLITE_VFS,
 				SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-	exec(db, "PRAGMA journal_mode=MEMORY");
+	ts_exec(db, "PRAGMA journal_mode=MEMORY");
 	return db;
-}
-
-static void fresh(const char *path)
-{
-	static const char *sfx[] = { "", "-journal", "-wal", "-shm" };
-	for (int i = 0; i < 4; i++) {
-		char p[PATH_MAX];
-		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-		unlink(p);
-	}
-	tu_remove_journals(path);
-}
-
-static void no_sqlite_files(const char *path)
-{
-	static const char *sfx[] = { "-journal", "-wal", "-shm" };
-	for (int i = 0; i < 3; i++) {
-		char p[PATH_MAX];
-		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-		CHECKF(access(p, F_OK) != 0, "%s exists", p);
-	}
 }
 
 static uint64_t flushes(void)
@@ -107,20 +65,20 @@ static void test_one_flush(void)
 	const char *path = tu_path("flush.db");
 	char sql[128];
 
-	fresh(path);
+	ts_unlink_db(path);
 	sqlite3 *db = open_oa(path);
-	exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)");
+	ts_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)");
 	for (int m = 0; m < 4; m++) {
 		snprintf(sql, sizeof(sql), "PRAGMA synchronous=%s", modes[m]);
-		exec(db, sql);
+		ts_exec(db, sql);
 		uint64_t f0 = flushes();
 		for (int i = 0; i < 20; i++) {
 			snprintf(sql, sizeof(sql), "INSERT INTO t(v) VALUES"
 				 "('%d-%d'); UPDATE t SET v = v || 'x' WHERE "
 				 "id = 1;", m, i);
-			exec(db, "BEGIN");
-			exec(db, sql);
-			exec(db, "COMMIT");
+			ts_exec(db, "BEGIN");
+			ts_exec(db, sql);
+			ts_exec(db, "COMMIT");
 		}
 		uint64_t n = flushes() - f0;
 		/* A checkpoint (two flushes) may fall into the run when the
@@ -129,12 +87,12 @@ static void test_one_flush(void)
 		       "transactions, want one each", modes[m],
 		       (unsigned long long)n);
 	}
-	CHECK(one_int(db, "SELECT count(*) FROM t") == 80);
-	no_sqlite_files(path);
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 80);
+	ts_no_sqlite_files(path, 0, path);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	/* Committed with synchronous=OFF too: another connection sees all. */
 	db = open_oa(path);
-	CHECK(one_int(db, "SELECT count(*) FROM t") == 80);
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 80);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	tu_note("one flush per transaction with synchronous OFF, NORMAL, FULL, "
 		"EXTRA; no -journal/-wal/-shm");
@@ -145,19 +103,19 @@ static void test_spill(void)
 {
 	const char *path = tu_path("spill.db");
 	size_t n0, n1;
-	fresh(path);
+	ts_unlink_db(path);
 	sqlite3 *db = open_oa(path);
-	exec(db, "PRAGMA cache_size=-128");
-	exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);"
+	ts_exec(db, "PRAGMA cache_size=-128");
+	ts_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);"
 		 "INSERT INTO t VALUES(1, zeroblob(100))");
 	unsigned char *before = tu_read_file(path, &n0);
 
 	for (int round = 0; round < 2; round++) {
-		exec(db, "BEGIN");
-		exec(db, "WITH RECURSIVE c(x) AS (SELECT 2 UNION ALL SELECT "
+		ts_exec(db, "BEGIN");
+		ts_exec(db, "WITH RECURSIVE c(x) AS (SELECT 2 UNION ALL SELECT "
 			 "x + 1 FROM c WHERE x < 600) INSERT INTO t SELECT x, "
 			 "randomblob(1500) FROM c");
-		exec(db, "UPDATE t SET v = x'01' WHERE id = 1");
+		ts_exec(db, "UPDATE t SET v = x'01' WHERE id = 1");
 		/* The page cache (128 KiB) is far smaller than 900 KiB: the
 		 * pager spilled pages to the database file. */
 		unsigned char *mid = tu_read_file(path, &n1);
@@ -165,31 +123,26 @@ static void test_spill(void)
 		       "a spilled transaction reached the file before COMMIT "
 		       "(size %zu, was %zu)", n1, n0);
 		free(mid);
-		CHECK(one_int(db, "SELECT count(*) FROM t") == 600);
+		CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 600);
 		if (round == 0) {
-			exec(db, "ROLLBACK");
+			ts_exec(db, "ROLLBACK");
 			unsigned char *after = tu_read_file(path, &n1);
 			CHECKF(n1 == n0 && !memcmp(after, before, n0),
 			       "ROLLBACK after a spill changed the file");
 			free(after);
-			CHECK(one_int(db, "SELECT count(*) FROM t") == 1);
-			CHECK(one_int(db, "SELECT length(v) FROM t") == 100);
+			CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 1);
+			CHECK(ts_one_int(db, "SELECT length(v) FROM t") == 100);
 		} else {
-			exec(db, "COMMIT");
+			ts_exec(db, "COMMIT");
 		}
 	}
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	db = open_oa(path);
-	CHECK(one_int(db, "SELECT count(*) FROM t") == 600);
-	CHECK(one_int(db, "SELECT length(v) FROM t WHERE id = 1") == 1);
-	sqlite3_stmt *s;
-	CHECK(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, NULL) ==
-	      SQLITE_OK);
-	CHECK(sqlite3_step(s) == SQLITE_ROW);
-	CHECK(!strcmp((const char *)sqlite3_column_text(s, 0), "ok"));
-	sqlite3_finalize(s);
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 600);
+	CHECK(ts_one_int(db, "SELECT length(v) FROM t WHERE id = 1") == 1);
+	ts_integrity_ok(db, path);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
-	no_sqlite_files(path);
+	ts_no_sqlite_files(path, 0, path);
 	free(before);
 	tu_note("a spilled transaction stays out of the file until COMMIT; "
 		"ROLLBACK after a spill leaves it as it was");
@@ -209,11 +162,11 @@ static int reader(void *arg)
 	long seen = 0, last = -1, reads = 0;
 	while (!*r->done || reads < 100) {
 		reads++;
-		exec(db, "BEGIN");
-		int64_t sum = one_int(db, "SELECT sum(v) FROM t");
-		int64_t n = one_int(db, "SELECT count(*) FROM t");
-		int64_t k = one_int(db, "SELECT k FROM meta");
-		exec(db, "COMMIT");
+		ts_exec(db, "BEGIN");
+		int64_t sum = ts_one_int(db, "SELECT sum(v) FROM t");
+		int64_t n = ts_one_int(db, "SELECT count(*) FROM t");
+		int64_t k = ts_one_int(db, "SELECT k FROM meta");
+		ts_exec(db, "COMMIT");
 		CHECKF(sum == 1000 * 64, "reader: sum %lld: half a transaction",
 		       (long long)sum);
 		CHECKF(n == 64 + k % 5, "reader: %lld rows at transaction %lld",
@@ -234,17 +187,17 @@ static void test_readers(void)
 {
 	const char *path = tu_path("readers.db");
 	char sql[256];
-	fresh(path);
+	ts_unlink_db(path);
 	sqlite3 *db = open_oa(path);
-	exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER);"
+	ts_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER);"
 		 "CREATE TABLE meta(k INTEGER); INSERT INTO meta VALUES(0);"
 		 "CREATE TABLE pad(id INTEGER PRIMARY KEY, b BLOB)");
-	exec(db, "BEGIN");
+	ts_exec(db, "BEGIN");
 	for (int i = 1; i <= 64; i++) {
 		snprintf(sql, sizeof(sql), "INSERT INTO t VALUES(%d, 1000)", i);
-		exec(db, sql);
+		ts_exec(db, sql);
 	}
-	exec(db, "COMMIT");
+	ts_exec(db, "COMMIT");
 
 	volatile int *done = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -256,7 +209,7 @@ static void test_readers(void)
 	for (int k = 1; k <= 300; k++) {
 		int a = 1 + (int)(tu_rand(&st) % 64), b = 1 + (int)(tu_rand(&st) % 64);
 		int d = (int)(tu_rand(&st) % 500);
-		exec(db, "BEGIN IMMEDIATE");
+		ts_exec(db, "BEGIN IMMEDIATE");
 		/* Move D from row A to row B (the sum stays), with pages of
 		 * padding in between so that the transaction is several
 		 * pages; rows 65.. come and go with k % 5. */
@@ -265,13 +218,13 @@ static void test_readers(void)
 			 "randomblob(3000)); UPDATE t SET v = v + %d WHERE id = "
 			 "%d; DELETE FROM t WHERE id > 64; UPDATE meta SET k = "
 			 "%d;", d, a, k % 50, d, b, k);
-		exec(db, sql);
+		ts_exec(db, sql);
 		for (int j = 0; j < k % 5; j++) {
 			snprintf(sql, sizeof(sql), "INSERT INTO t VALUES(%d, 0)",
 				 65 + j);
-			exec(db, sql);
+			ts_exec(db, sql);
 		}
-		exec(db, "COMMIT");
+		ts_exec(db, "COMMIT");
 		usleep(2000);   /* let the readers in */
 	}
 	*done = 1;
@@ -299,25 +252,25 @@ static int plain_user(void *arg)
 static void test_refuse_plain(void)
 {
 	const char *path = tu_path("plain.db");
-	fresh(path);
+	ts_unlink_db(path);
 	sqlite3 *db = open_oa(path);
-	exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);"
+	ts_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);"
 		 "INSERT INTO t VALUES(1, 'a')");
 	/* Idle, and inside a read transaction. */
 	int st = tu_run_child(plain_user, (void *)path);
 	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 5, "unix VFS beside an "
 	       "idle oatomic connection: %s (want 5: both refused BUSY)",
 	       tu_status_str(st));
-	exec(db, "BEGIN");
-	CHECK(one_int(db, "SELECT count(*) FROM t") == 1);
+	ts_exec(db, "BEGIN");
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 1);
 	st = tu_run_child(plain_user, (void *)path);
 	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 5, "unix VFS beside an "
 	       "oatomic reader: %s", tu_status_str(st));
-	exec(db, "COMMIT");
+	ts_exec(db, "COMMIT");
 	/* A second oatomic connection is not refused. */
 	sqlite3 *db2 = open_oa(path);
-	exec(db2, "INSERT INTO t VALUES(2, 'b')");
-	CHECK(one_int(db, "SELECT count(*) FROM t") == 2);
+	ts_exec(db2, "INSERT INTO t VALUES(2, 'b')");
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 2);
 	CHECK(sqlite3_close(db2) == SQLITE_OK);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	/* Closed: the unix VFS may use the file. */
@@ -332,26 +285,26 @@ static void test_refuse_plain(void)
 static void test_two_connections(void)
 {
 	const char *path = tu_path("two.db");
-	fresh(path);
+	ts_unlink_db(path);
 	sqlite3 *a = open_oa(path), *b = open_oa(path);
-	exec(a, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)");
-	exec(a, "BEGIN IMMEDIATE; INSERT INTO t VALUES(1, 'a')");
+	ts_exec(a, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)");
+	ts_exec(a, "BEGIN IMMEDIATE; INSERT INTO t VALUES(1, 'a')");
 	sqlite3_busy_timeout(b, 0);
 	CHECK(exec_rc(b, "BEGIN IMMEDIATE") == SQLITE_BUSY);
 	/* b reads the last commit while a holds RESERVED. */
-	CHECK(one_int(b, "SELECT count(*) FROM t") == 0);
-	exec(a, "COMMIT");
-	CHECK(one_int(b, "SELECT count(*) FROM t") == 1);
-	exec(b, "BEGIN IMMEDIATE; INSERT INTO t VALUES(2, 'b'); COMMIT");
-	CHECK(one_int(a, "SELECT count(*) FROM t") == 2);
+	CHECK(ts_one_int(b, "SELECT count(*) FROM t") == 0);
+	ts_exec(a, "COMMIT");
+	CHECK(ts_one_int(b, "SELECT count(*) FROM t") == 1);
+	ts_exec(b, "BEGIN IMMEDIATE; INSERT INTO t VALUES(2, 'b'); COMMIT");
+	CHECK(ts_one_int(a, "SELECT count(*) FROM t") == 2);
 	/* Closing one connection (its descriptors) keeps the other's locks
 	 * (OFD locks; POSIX ones would all go). */
-	exec(a, "BEGIN IMMEDIATE");
+	ts_exec(a, "BEGIN IMMEDIATE");
 	CHECK(sqlite3_close(b) == SQLITE_OK);
 	b = open_oa(path);
 	sqlite3_busy_timeout(b, 0);
 	CHECK(exec_rc(b, "BEGIN IMMEDIATE") == SQLITE_BUSY);
-	exec(a, "ROLLBACK");
+	ts_exec(a, "ROLLBACK");
 	CHECK(sqlite3_close(a) == SQLITE_OK);
 	CHECK(sqlite3_close(b) == SQLITE_OK);
 	tu_note("two connections of one process: RESERVED is exclusive, reads "
@@ -362,7 +315,7 @@ static void test_two_connections(void)
 static void test_wal(void)
 {
 	const char *path = tu_path("wal.db");
-	fresh(path);
+	ts_unlink_db(path);
 	sqlite3 *db = open_with(path, OATOMIC_SQLITE_VFS,
 				SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
 	sqlite3_stmt *s;
@@ -372,13 +325,13 @@ static void test_wal(void)
 	CHECKF(!strcmp((const char *)sqlite3_column_text(s, 0), "wal"),
 	       "journal_mode=WAL gave %s", sqlite3_column_text(s, 0));
 	sqlite3_finalize(s);
-	exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)");
+	ts_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)");
 	sqlite3 *r = open_with(path, OATOMIC_SQLITE_VFS, SQLITE_OPEN_READWRITE);
 	for (int i = 0; i < 50; i++)
-		exec(db, "INSERT INTO t(v) VALUES(randomblob(3000))");
-	CHECK(one_int(r, "SELECT count(*) FROM t") == 50);
-	exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
-	CHECK(one_int(r, "SELECT count(*) FROM t") == 50);
+		ts_exec(db, "INSERT INTO t(v) VALUES(randomblob(3000))");
+	CHECK(ts_one_int(r, "SELECT count(*) FROM t") == 50);
+	ts_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+	CHECK(ts_one_int(r, "SELECT count(*) FROM t") == 50);
 	CHECK(sqlite3_close(r) == SQLITE_OK);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	/* Everything is in the database file itself now: read it with the
@@ -387,7 +340,7 @@ static void test_wal(void)
 	snprintf(wal, sizeof(wal), "%s-wal", path);
 	CHECK(access(wal, F_OK) != 0);
 	db = open_with(path, "unix", SQLITE_OPEN_READONLY);
-	CHECK(one_int(db, "SELECT count(*) FROM t") == 50);
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 50);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	tu_note("WAL mode through the VFS: readers, checkpoint into the file");
 }
@@ -408,11 +361,11 @@ static void test_full(void)
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/full.db", mnt);
 	sqlite3 *db = open_oa(path);
-	exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)");
+	ts_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)");
 	int64_t committed = 0;
 	int rc = SQLITE_OK;
 	for (int i = 0; i < 200 && rc == SQLITE_OK; i++) {
-		exec(db, "BEGIN");
+		ts_exec(db, "BEGIN");
 		rc = exec_rc(db, "INSERT INTO t(v) VALUES(randomblob(60000))");
 		if (rc == SQLITE_OK)
 			rc = exec_rc(db, "COMMIT");
@@ -424,19 +377,14 @@ static void test_full(void)
 	CHECKF(rc == SQLITE_FULL, "filling a 2 MiB tmpfs ended with %d (%s), "
 	       "want SQLITE_FULL", rc, sqlite3_errstr(rc));
 	CHECK(committed > 0);
-	CHECK(one_int(db, "SELECT count(*) FROM t") == committed);
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == committed);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	db = open_oa(path);
-	CHECK(one_int(db, "SELECT count(*) FROM t") == committed);
-	sqlite3_stmt *s;
-	CHECK(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, NULL) ==
-	      SQLITE_OK);
-	CHECK(sqlite3_step(s) == SQLITE_ROW);
-	CHECK(!strcmp((const char *)sqlite3_column_text(s, 0), "ok"));
-	sqlite3_finalize(s);
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == committed);
+	ts_integrity_ok(db, path);
 	/* Room again: the next transaction commits. */
-	exec(db, "DELETE FROM t WHERE id > 2");
-	exec(db, "INSERT INTO t(v) VALUES(x'00')");
+	ts_exec(db, "DELETE FROM t WHERE id > 2");
+	ts_exec(db, "INSERT INTO t(v) VALUES(x'00')");
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	CHECK(umount(mnt) == 0);
 	tu_note("2 MiB tmpfs: %lld transactions, then SQLITE_FULL; the database "
@@ -447,16 +395,16 @@ static void test_errors(void)
 {
 	const char *path = tu_path("ro.db");
 	sqlite3 *db = NULL;
-	fresh(path);
+	ts_unlink_db(path);
 	/* Missing, without CREATE. */
 	CHECK(sqlite3_open_v2(tu_path("missing.db"), &db, SQLITE_OPEN_READWRITE,
 			      OATOMIC_SQLITE_VFS) == SQLITE_CANTOPEN);
 	sqlite3_close(db);
 	db = open_oa(path);
-	exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+	ts_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	db = open_with(path, OATOMIC_SQLITE_VFS, SQLITE_OPEN_READONLY);
-	CHECK(one_int(db, "SELECT a FROM t") == 1);
+	CHECK(ts_one_int(db, "SELECT a FROM t") == 1);
 	CHECK(exec_rc(db, "INSERT INTO t VALUES(2)") == SQLITE_READONLY);
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	/* The VFS names itself. */

@@ -37,3 +37,19 @@ need_loop_mounts() {
 	[ -e /dev/loop-control ] ||
 		{ echo "SKIP: no loop devices (/dev/loop-control)"; exit 77; }
 }
+
+# For the power cuts (powercut.sh, sqlite_powercut.sh):
+# sleep_ms N
+sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
+
+# wait_for FILE PID TENTHS: until FILE is non-empty; 1 if PID died or timeout
+wait_for() {
+	local n=0
+	while [ ! -s "$1" ]; do
+		kill -0 "$2" 2>/dev/null || [ -s "$1" ] || return 1
+		n=$((n + 1))
+		[ $n -le $(($3 * 10)) ] || return 1
+		sleep 0.01
+	done
+	return 0
+}
