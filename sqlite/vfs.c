@@ -54,6 +54,17 @@
  *       record locks would be dropped: the reason SQLite's unix VFS keeps an
  *       inode table).  They lie on bytes of their own (OA_LOCK_BASE), not on
  *       the unix VFS's.
+ *   Q7  Consecutive writes are gathered in a buffer of the connection's
+ *       (at most WB_CAP: memory stays bounded) and handed to oa_pwrite as
+ *       one: a big transaction's pages, which the pager writes in page
+ *       order, become one record instead of one per page (65,536 calls for
+ *       256 MiB cost a second).  The buffer is part of the pending state:
+ *       handed over before anything that must see it - a read of its
+ *       bytes (or of the hole below it), the size, a truncation, a commit -
+ *       and dropped with the
+ *       rest by an abort or xClose.  An error of the deferred oa_pwrite
+ *       (ENOSPC) is returned by the call that handed it over, which fails
+ *       the transaction: it can only be rolled back.
  *   Q6  A process using the unix VFS on the same file is refused: from its
  *       open (or, if a unix-VFS reader is in a transaction then, its first
  *       lock) until its close, each connection holds the FENCE, a lock
@@ -103,6 +114,7 @@ SQLITE_EXTENSION_INIT1
 #define OA_SHARED_FIRST   (OA_LOCK_BASE + 2)
 
 #define SECTOR            4096
+#define WB_CAP            (1 << 20)   /* Q7 */
 
 #ifndef OA_MUTANT
 #define OA_MUTANT 0   /* tests/mutants.sh plants bugs 43-44 here */
@@ -116,6 +128,9 @@ typedef struct ofile {
 	int fence;           /* the byte of the fence held, -1: none */
 	int rw;
 	int pending;         /* writes or truncates since commit or abort */
+	char *wb;            /* Q7: consecutive writes, not yet oa_pwrite */
+	sqlite3_int64 wb_off;
+	int wb_len;
 	const char *path;    /* SQLite's, valid until xClose */
 	int oflags;          /* SQLite's open flags */
 	sqlite3_file *shm;   /* the default VFS's file of the database, for
@@ -173,11 +188,34 @@ static int report(ofile *o, int rc, const char *what, int e)
 	return rc;
 }
 
+/* Q7: the gathered writes into the handle's transaction. */
+static int wb_flush(ofile *o)
+{
+	int put = 0, len = o->wb_len;
+	o->wb_len = 0;
+	while (put < len) {
+		ssize_t n = oa_pwrite(o->f, o->wb + put, (size_t)(len - put),
+				      (off_t)o->wb_off + put);
+		if (n < 0) {
+			int e = errno;
+			if (e == EINTR)
+				continue;
+			return report(o, sqerr(e, SQLITE_IOERR_WRITE),
+				      "write of", e);
+		}
+		put += (int)n;
+	}
+	return SQLITE_OK;
+}
+
 /* Q2, Q4: everything pending, as one unit, durably. */
 static int commit(ofile *o)
 {
+	int rc;
 	if (!o->pending)
 		return SQLITE_OK;
+	if ((rc = wb_flush(o)) != SQLITE_OK)
+		return rc;
 	if (oa_commit(o->f) < 0) {
 		int e = errno;
 		return report(o, sqerr(e, SQLITE_IOERR_FSYNC), "commit of", e);
@@ -189,6 +227,7 @@ static int commit(ofile *o)
 /* Q3: a transaction that did not commit. */
 static int abort_pending(ofile *o)
 {
+	o->wb_len = 0;
 	if (!o->pending)
 		return SQLITE_OK;
 	if (oa_abort(o->f) < 0) {
@@ -243,6 +282,9 @@ static int x_close(sqlite3_file *file)
 		rc = report(o, SQLITE_IOERR_CLOSE, "close of", e);
 	}
 	o->f = NULL;
+	free(o->wb);
+	o->wb = NULL;
+	o->wb_len = 0;
 	if (o->lfd >= 0)
 		close(o->lfd);   /* and with it the locks, the fence */
 	o->lfd = -1;
@@ -253,7 +295,15 @@ static int x_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
 {
 	ofile *o = (ofile *)file;
 	char *p = buf;
-	int got = 0;
+	int got = 0, rc;
+	/* Q7: a read of the gathered writes hands them over first.  One
+	 * past them sees what it would see after (the size they make ends
+	 * below it); one before them that comes back short may be reading
+	 * the hole their size makes: handed over, read again. */
+	if (o->wb_len && off < o->wb_off + o->wb_len && off + amt > o->wb_off &&
+	    (rc = wb_flush(o)) != SQLITE_OK)
+		return rc;
+again:
 	while (got < amt) {
 		ssize_t n = oa_pread(o->f, p + got, (size_t)(amt - got),
 				     (off_t)off + got);
@@ -268,6 +318,12 @@ static int x_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
 			break;
 		got += (int)n;
 	}
+	if (got < amt && o->wb_len && off < o->wb_off) {
+		if ((rc = wb_flush(o)) != SQLITE_OK)
+			return rc;
+		got = 0;
+		goto again;
+	}
 	if (got < amt) {
 		memset(p + got, 0, (size_t)(amt - got));
 		return SQLITE_IOERR_SHORT_READ;
@@ -279,21 +335,27 @@ static int x_write(sqlite3_file *file, const void *buf, int amt,
 		   sqlite3_int64 off)
 {
 	ofile *o = (ofile *)file;
-	const char *p = buf;
-	int put = 0;
+	int rc;
 	o->pending = 1;
-	while (put < amt) {
-		ssize_t n = oa_pwrite(o->f, p + put, (size_t)(amt - put),
-				      (off_t)off + put);
-		if (n < 0) {
-			int e = errno;
-			if (e == EINTR)
-				continue;
-			return report(o, sqerr(e, SQLITE_IOERR_WRITE),
-				      "write of", e);
-		}
-		put += (int)n;
+	/* Q7: inside the buffer, or continuing it, while it has room. */
+	if (o->wb_len && off >= o->wb_off &&
+	    off <= o->wb_off + o->wb_len &&
+	    off + amt <= o->wb_off + WB_CAP) {
+		memcpy(o->wb + (off - o->wb_off), buf, (size_t)amt);
+		if (off + amt > o->wb_off + o->wb_len)
+			o->wb_len = (int)(off + amt - o->wb_off);
+		goto out;
 	}
+	if (o->wb_len && (rc = wb_flush(o)) != SQLITE_OK)
+		return rc;
+	if (!o->wb && !(o->wb = malloc(WB_CAP)))
+		return SQLITE_IOERR_NOMEM;
+	if (amt > WB_CAP)
+		return SQLITE_IOERR_WRITE;   /* SQLite writes pages, <= 64 KiB */
+	memcpy(o->wb, buf, (size_t)amt);
+	o->wb_off = off;
+	o->wb_len = amt;
+out:
 #if OA_MUTANT == 43   /* planted: every write commits at once (Q1, Q2) */
 	if (commit(o) != SQLITE_OK)
 		return SQLITE_IOERR_WRITE;
@@ -304,7 +366,10 @@ static int x_write(sqlite3_file *file, const void *buf, int amt,
 static int x_truncate(sqlite3_file *file, sqlite3_int64 size)
 {
 	ofile *o = (ofile *)file;
+	int rc;
 	o->pending = 1;
+	if (o->wb_len && (rc = wb_flush(o)) != SQLITE_OK)
+		return rc;
 	if (oa_ftruncate(o->f, (off_t)size) < 0) {
 		int e = errno;
 		return report(o, sqerr(e, SQLITE_IOERR_TRUNCATE),
@@ -323,6 +388,9 @@ static int x_file_size(sqlite3_file *file, sqlite3_int64 *size)
 {
 	ofile *o = (ofile *)file;
 	struct stat st;
+	int rc;
+	if (o->wb_len && (rc = wb_flush(o)) != SQLITE_OK)
+		return rc;
 	if (oa_fstat(o->f, &st) < 0) {
 		int e = errno;
 		return report(o, sqerr(e, SQLITE_IOERR_FSTAT), "size of", e);
