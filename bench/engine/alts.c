@@ -181,6 +181,21 @@ out:
 	return rc;
 }
 
+/* The library's files beside PATH: ".BASE.oa" and ".BASE.oaj-K". */
+static void unlink_oa_files(const char *path)
+{
+	char p[4200];
+	const char *slash = strrchr(path, '/');
+	int dl = slash ? (int)(slash - path) + 1 : 0;
+
+	snprintf(p, sizeof(p), "%.*s.%s.oa", dl, path, path + dl);
+	unlink(p);
+	for (int k = 0; k < 16; k++) {
+		snprintf(p, sizeof(p), "%.*s.%s.oaj-%d", dl, path, path + dl, k);
+		unlink(p);
+	}
+}
+
 static void unlink_family(const char *path)
 {
 	/* the file and what each alternative keeps beside it */
@@ -192,15 +207,7 @@ static void unlink_family(const char *path)
 		snprintf(p, sizeof(p), "%s%s", path, suffix[i]);
 		unlink(p);
 	}
-	/* sqlite-oatomic: the library's control file and journals */
-	const char *slash = strrchr(path, '/');
-	int dl = slash ? (int)(slash - path) + 1 : 0;
-	snprintf(p, sizeof(p), "%.*s.%s.oa", dl, path, path + dl);
-	unlink(p);
-	for (int k = 1; k <= 8; k++) {
-		snprintf(p, sizeof(p), "%.*s.%s.oaj-%d", dl, path, path + dl, k);
-		unlink(p);
-	}
+	unlink_oa_files(path);   /* sqlite-oatomic's */
 }
 
 struct bench_handle {
@@ -258,13 +265,7 @@ static int oa_alt_probe(struct bench_alt *a, const char *dir)
 	if (oa_ioinfo(f, &io) == 0)
 		a->actual_method = io.method;
 	oa_close(f);
-	unlink_family(p);
-	snprintf(p, sizeof(p), "%s/.probe-%s.oa", dir, a->name);
-	unlink(p);
-	for (int k = 0; k < 8; k++) {
-		snprintf(p, sizeof(p), "%s/.probe-%s.oaj-%d", dir, a->name, k);
-		unlink(p);
-	}
+	unlink_family(p);   /* the library's files too */
 	return 0;
 }
 
@@ -320,18 +321,8 @@ static int oa_alt_close(struct bench_handle *h)
 
 static void oa_alt_destroy(struct bench_alt *a, const char *path)
 {
-	char p[4200];
-	const char *slash = strrchr(path, '/');
-	int dl = slash ? (int)(slash - path) : 0;
-	const char *base = slash ? slash + 1 : path;
-
 	unlink(path);
-	snprintf(p, sizeof(p), "%.*s/.%s.oa", dl, path, base);
-	unlink(p);
-	for (int k = 0; k < 16; k++) {
-		snprintf(p, sizeof(p), "%.*s/.%s.oaj-%d", dl, path, base, k);
-		unlink(p);
-	}
+	unlink_oa_files(path);
 }
 
 static int oa_alt_recover(struct bench_alt *a, const char *path)
