@@ -801,13 +801,9 @@ OA_EXPORT int sqlite3_oatomicsqlite_init(sqlite3 *db, char **err,
 OA_EXPORT int sqlite3_oatomicsqlite_default_init(
 	sqlite3 *db, char **err, const sqlite3_api_routines *api);
 
-/* `.load liboatomic_sqlite` (SQLite derives this name from the file's):
- * registers the VFS for the life of the process. */
-OA_EXPORT int sqlite3_oatomicsqlite_init(sqlite3 *db, char **err,
-					 const sqlite3_api_routines *api)
+static int load_init(char **err, int make_default)
 {
-	SQLITE_EXTENSION_INIT2(api);
-	int rc = oatomic_sqlite_register(0);
+	int rc = oatomic_sqlite_register(make_default);
 	if (rc != SQLITE_OK) {
 		if (err)
 			*err = sqlite3_mprintf("oatomic: cannot register the "
@@ -817,18 +813,20 @@ OA_EXPORT int sqlite3_oatomicsqlite_init(sqlite3 *db, char **err,
 	return SQLITE_OK_LOAD_PERMANENTLY;
 }
 
+/* `.load liboatomic_sqlite` (SQLite derives this name from the file's):
+ * registers the VFS for the life of the process. */
+OA_EXPORT int sqlite3_oatomicsqlite_init(sqlite3 *db, char **err,
+					 const sqlite3_api_routines *api)
+{
+	SQLITE_EXTENSION_INIT2(api);
+	return load_init(err, 0);
+}
+
 /* The same, and the default VFS from then on (connections opened later). */
 OA_EXPORT int sqlite3_oatomicsqlite_default_init(
 	sqlite3 *db, char **err, const sqlite3_api_routines *api)
 {
 	SQLITE_EXTENSION_INIT2(api);
-	int rc = oatomic_sqlite_register(1);
-	if (rc != SQLITE_OK) {
-		if (err)
-			*err = sqlite3_mprintf("oatomic: cannot register the "
-					       "VFS over the default one");
-		return rc;
-	}
-	return SQLITE_OK_LOAD_PERMANENTLY;
+	return load_init(err, 1);
 }
 #endif
