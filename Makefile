@@ -136,7 +136,9 @@ $(BUILD)/obj/tools/progcheck.o: preload/progcheck.c preload/progcheck.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Ipreload $(CFLAGS) -c $< -o $@
 $(BUILD)/obj/tools/cmd_run.o: preload/progcheck.h
-$(BUILD)/obj/tools/cmd_run.o: CPPFLAGS += -Ipreload
+# Where `make install` puts the companion libraries (companion.c looks
+# there; cmd_run.c's help names it).
+$(BUILD)/obj/tools/cmd_run.o: CPPFLAGS += -Ipreload -DOA_LIBDIR='"$(LIBDIR)"'
 $(BUILD)/obj/tools/companion.o: CPPFLAGS += -DOA_LIBDIR='"$(LIBDIR)"'
 
 $(BUILD)/oatomic: $(TOOL_OBJ) $(BUILD)/liboatomic.a

@@ -161,17 +161,6 @@ int bench_run_worker(int argc, char **argv)
 	return 0;
 }
 
-/* The preload library: where `oatomic run` finds it (companion.c). */
-static int rb_preload(char *out, size_t n)
-{
-	char p[PATH_MAX];
-	if (oa_companion("liboatomic-preload.so", "OATOMIC_PRELOAD", p, NULL,
-			 0) < 0 || strlen(p) >= n)
-		return -1;
-	memcpy(out, p, strlen(p) + 1);
-	return 0;
-}
-
 struct rb_res {
 	double med, p99, total;
 	double cpu_s;		/* user + system */
@@ -302,7 +291,9 @@ int bench_run(const struct bench_opts *o, struct bench_report *rep)
 		       "   it with the file not matching (run-unmatched); x base "
 		       "= run / oatomic, run-unmatched / plain;\n"
 		       "   %d runs alternated, medians of their medians\n", reps);
-	int have = rb_preload(preload, sizeof(preload)) == 0;
+	/* The preload library, where `oatomic run` finds it. */
+	int have = oa_companion("liboatomic-preload.so", "OATOMIC_PRELOAD",
+				preload, NULL, 0) == 0;
 	for (int zi = 0; zi < (o->quick ? 1 : 2); zi++) {
 		uint64_t size = sizes[zi];
 		if (o->max_size && size > o->max_size)
