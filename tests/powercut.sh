@@ -112,61 +112,11 @@ cleanup_host() {
 	HOSTLOOP=
 }
 cleanup() {
-	if [ -n "$WPID" ]; then kill -9 $WPID 2>/dev/null; wait $WPID 2>/dev/null; fi
-	WPID=
-	if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
-		umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-	fi
-	MNT=
-	if [ -n "$LOOP" ]; then losetup -d "$LOOP" 2>/dev/null; fi
-	LOOP=
+	cleanup_mount
 	cleanup_host
 }
 trap 'cleanup' EXIT
 trap 'cleanup; exit 1' INT TERM HUP
-
-# cut_remount PID...: the cut, with the writers PID... running: a snapshot
-# of the image (Btrfs; they are stopped first, so every ack they wrote is
-# older than it) or FS_IOC_SHUTDOWN; then kill them, umount, and mount again
-# (log replay).  Uses run_fs's fs, i, mnt, img, snap.  Returns 0, 1 on a
-# failure, 77 when the file system cannot be shut down.
-cut_remount() {
-	local sd p n
-	if [ -n "$snap" ]; then
-		for p; do kill -STOP $p 2>/dev/null; done
-		rm -f "$snap"
-		cp --reflink=always "$img" "$snap" ||
-			{ echo "$fs: $CUTNAME $i: cannot clone the image"; return 1; }
-	else
-		sd=$("$T" shutdown "$mnt" 2>&1)
-		case $? in
-		0) ;;
-		77) echo "$fs: skipped: $sd"; return 77 ;;
-		*) echo "$fs: shutdown failed: $sd"; return 1 ;;
-		esac
-	fi
-	for p; do
-		kill -9 $p 2>/dev/null
-		kill -CONT $p 2>/dev/null
-		wait $p 2>/dev/null
-	done
-	WPID=
-	for n in 1 2 3 4 5; do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
-	if mountpoint -q "$mnt"; then echo "$fs: $CUTNAME $i: umount failed"; return 1; fi
-	MNT=
-	if [ -n "$snap" ]; then
-		# the cut's image replaces the one that ran on
-		losetup -d "$LOOP" 2>/dev/null
-		mv -f "$snap" "$img" || return 1
-		LOOP=$(losetup -f --show "$img" 2>&1) || { echo "$fs: $CUTNAME $i: losetup: $LOOP"; LOOP=; return 1; }
-	fi
-	if ! mount "$LOOP" "$mnt"; then
-		echo "$fs: $CUTNAME $i: mount after the cut failed (log replay)"
-		dmesg | tail -20
-		return 1
-	fi
-	MNT=$mnt
-}
 
 # recover_check FILE: after a cut, oatomic check (pending work is normal,
 # damage never is), recovery, and a second recovery that must change
@@ -343,18 +293,7 @@ run_fs() {
 	done
 
 	umount "$mnt" 2>/dev/null && MNT=
-	case ${fs%%:*} in
-	ext4) e2fsck -fn "$LOOP" >/dev/null 2>&1 || echo "$fs: note: e2fsck -fn reports problems in the image (kernel, not oatomic)" ;;
-	xfs)  if command -v xfs_repair >/dev/null; then
-		local rout
-		if ! rout=$(xfs_repair -n "$LOOP" 2>&1); then
-			case $rout in
-			*"unknown compat/rocompat/incompat features"*) ;;  # exchange bit: too new for this xfs_repair
-			*) echo "$fs: note: xfs_repair -n reports problems in the image (kernel, not oatomic)" ;;
-			esac
-		fi
-	      fi ;;
-	esac
+	image_check "${fs%%:*}" "$fs"
 	cleanup
 	local secs=$(( $(date +%s) - t0 ))
 	echo "$fs: cuts=$((ok + viol)) ok=$ok violations=$viol (seed $fseed, ${secs}s, spans$spans, commits $commits, in-flight commit survived $inflight, cuts during a big transaction $bigcuts, cuts with stores through mappings $mapcuts, final txn $start); pair cuts=$pok (commits $pcommits, in-flight survived $pinf, final txns $sa $sb)"

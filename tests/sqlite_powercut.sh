@@ -62,43 +62,9 @@ fi
 LOOP=
 MNT=
 WPID=
-cleanup() {
-	if [ -n "$WPID" ]; then kill -9 $WPID 2>/dev/null; wait $WPID 2>/dev/null; fi
-	WPID=
-	if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
-		umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-	fi
-	MNT=
-	if [ -n "$LOOP" ]; then losetup -d "$LOOP" 2>/dev/null; fi
-	LOOP=
-}
+cleanup() { cleanup_mount; }
 trap 'cleanup' EXIT
 trap 'cleanup; exit 1' INT TERM HUP
-
-# cut_remount: FS_IOC_SHUTDOWN (NOLOGFLUSH) with the writer WPID running,
-# kill it, umount, mount again (log replay).  Uses run_fs's fs, i, mnt.
-# Returns 0, 1 on a failure, 77 when the file system cannot be shut down.
-cut_remount() {
-	local sd n
-	sd=$("$T" shutdown "$mnt" 2>&1)
-	case $? in
-	0) ;;
-	77) echo "$fs: skipped: $sd"; return 77 ;;
-	*) echo "$fs: shutdown failed: $sd"; return 1 ;;
-	esac
-	kill -9 $WPID 2>/dev/null
-	wait $WPID 2>/dev/null
-	WPID=
-	for n in 1 2 3 4 5; do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
-	if mountpoint -q "$mnt"; then echo "$fs: cut $i: umount failed"; return 1; fi
-	MNT=
-	if ! mount "$LOOP" "$mnt"; then
-		echo "$fs: cut $i: mount after the cut failed (log replay)"
-		dmesg | tail -20
-		return 1
-	fi
-	MNT=$mnt
-}
 
 # keep_failure: keep the mount's files, the ack and the writer's log in
 # $W/fail-FS-I
@@ -131,6 +97,7 @@ run_fs() {
 	else mount "$LOOP" "$mnt"; fi || { echo "$fs: skipped: cannot mount $LOOP"; return 77; }
 	MNT=$mnt
 
+	local snap= CUTNAME=cut   # (for cut_remount)
 	local db=$mnt/db ack=$W/$fs.ack log=$W/$fs.log
 	local fseed=$((SEED + ${#fs})) cseed ok=0 next=0 acks=0 i out a k delay
 	local t0=$(date +%s)
@@ -154,7 +121,7 @@ run_fs() {
 			return 1
 		fi
 		sleep_ms $delay
-		cut_remount || return $?
+		cut_remount $WPID || return $?
 		if ! out=$("$H" check "$db" "$ack" $cseed 2>&1); then
 			echo "$fs: cut $i: FAILED (SQLITE_POWERCUT_SEED=$SEED, cut seed $cseed, delay ${delay} ms):"
 			echo "$out" | sed "s/^/$fs: cut $i:   /"
@@ -177,18 +144,7 @@ run_fs() {
 	done
 
 	umount "$mnt" 2>/dev/null && MNT=
-	case $fs in
-	ext4) e2fsck -fn "$LOOP" >/dev/null 2>&1 || echo "$fs: note: e2fsck -fn reports problems in the image (kernel, not oatomic)" ;;
-	xfs)  if command -v xfs_repair >/dev/null; then
-		local rout
-		if ! rout=$(xfs_repair -n "$LOOP" 2>&1); then
-			case $rout in
-			*"unknown compat/rocompat/incompat features"*) ;;  # exchange bit: too new for this xfs_repair
-			*) echo "$fs: note: xfs_repair -n reports problems in the image (kernel, not oatomic)" ;;
-			esac
-		fi
-	      fi ;;
-	esac
+	image_check "$fs" "$fs"
 	cleanup
 	local secs=$(( $(date +%s) - t0 ))
 	echo "sqlite powercut $fs: $ok cuts, all integrity ok and acknowledged-or-next (the next in $next) (seed $fseed, ${secs}s, acknowledged transactions $acks)"

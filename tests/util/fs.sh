@@ -38,7 +38,8 @@ need_loop_mounts() {
 		{ echo "SKIP: no loop devices (/dev/loop-control)"; exit 77; }
 }
 
-# For the power cuts (powercut.sh, sqlite_powercut.sh):
+# For the power cuts (powercut.sh, sqlite_powercut.sh), from here on.
+
 # sleep_ms N
 sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 
@@ -52,4 +53,79 @@ wait_for() {
 		sleep 0.01
 	done
 	return 0
+}
+
+# cleanup_mount: kill the writer WPID, unmount MNT, detach LOOP (each if
+# set), for the power cuts' traps.
+cleanup_mount() {
+	if [ -n "$WPID" ]; then kill -9 $WPID 2>/dev/null; wait $WPID 2>/dev/null; fi
+	WPID=
+	if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
+		umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	fi
+	MNT=
+	if [ -n "$LOOP" ]; then losetup -d "$LOOP" 2>/dev/null; fi
+	LOOP=
+}
+
+# cut_remount PID...: the cut, with the writers PID... running: a snapshot
+# of the image (Btrfs; they are stopped first, so every ack they wrote is
+# older than it) or FS_IOC_SHUTDOWN; then kill them, umount, and mount again
+# (log replay).  Uses the caller's fs, i, mnt, img, snap (empty: no
+# snapshot), CUTNAME, T (the torture_cut helper), LOOP, MNT, WPID.  Returns
+# 0, 1 on a failure, 77 when the file system cannot be shut down.
+cut_remount() {
+	local sd p n
+	if [ -n "$snap" ]; then
+		for p; do kill -STOP $p 2>/dev/null; done
+		rm -f "$snap"
+		cp --reflink=always "$img" "$snap" ||
+			{ echo "$fs: $CUTNAME $i: cannot clone the image"; return 1; }
+	else
+		sd=$("$T" shutdown "$mnt" 2>&1)
+		case $? in
+		0) ;;
+		77) echo "$fs: skipped: $sd"; return 77 ;;
+		*) echo "$fs: shutdown failed: $sd"; return 1 ;;
+		esac
+	fi
+	for p; do
+		kill -9 $p 2>/dev/null
+		kill -CONT $p 2>/dev/null
+		wait $p 2>/dev/null
+	done
+	WPID=
+	for n in 1 2 3 4 5; do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
+	if mountpoint -q "$mnt"; then echo "$fs: $CUTNAME $i: umount failed"; return 1; fi
+	MNT=
+	if [ -n "$snap" ]; then
+		# the cut's image replaces the one that ran on
+		losetup -d "$LOOP" 2>/dev/null
+		mv -f "$snap" "$img" || return 1
+		LOOP=$(losetup -f --show "$img" 2>&1) || { echo "$fs: $CUTNAME $i: losetup: $LOOP"; LOOP=; return 1; }
+	fi
+	if ! mount "$LOOP" "$mnt"; then
+		echo "$fs: $CUTNAME $i: mount after the cut failed (log replay)"
+		dmesg | tail -20
+		return 1
+	fi
+	MNT=$mnt
+}
+
+# image_check TYPE NAME: a read-only check of the unmounted image on LOOP
+# (ext4: e2fsck -n, xfs: xfs_repair -n); a note naming NAME if the kernel
+# left it inconsistent (nothing of oatomic's: a note, not a failure).
+image_check() {
+	case $1 in
+	ext4) e2fsck -fn "$LOOP" >/dev/null 2>&1 || echo "$2: note: e2fsck -fn reports problems in the image (kernel, not oatomic)" ;;
+	xfs)  if command -v xfs_repair >/dev/null; then
+		local rout
+		if ! rout=$(xfs_repair -n "$LOOP" 2>&1); then
+			case $rout in
+			*"unknown compat/rocompat/incompat features"*) ;;  # exchange bit: too new for this xfs_repair
+			*) echo "$2: note: xfs_repair -n reports problems in the image (kernel, not oatomic)" ;;
+			esac
+		fi
+	      fi ;;
+	esac
 }
