@@ -160,7 +160,6 @@ keep_failure() {
 }
 
 violations_total=0
-ran=0
 
 # run_fs FS: returns 0, 1 on a violation or failure, 77 when FS cannot be had
 run_fs() {
@@ -303,21 +302,8 @@ run_fs() {
 	return 0
 }
 
-rc=0
 echo "powercut: seed $SEED, $CUTS cuts per file system over spans $SPANS, $PAIRCUTS of two writers, in $W${MUTANT:+, writer: mutant $MUTANT}"
-for fs in $FSLIST; do
-	run_fs "$fs"
-	r=$?
-	cleanup
-	case $r in
-	0) ran=$((ran + 1)) ;;
-	77) ;;
-	*) rc=1 ;;
-	esac
-done
-if [ $rc = 0 ] && [ $ran = 0 ]; then
-	echo "SKIP: no file system could be tested"
-	exit 77
-fi
+run_each_fs $FSLIST
+rc=$?
 [ -z "${OA_TEST_DIR:-}" ] && [ $rc = 0 ] && rm -rf "$W"
 exit $rc

@@ -74,7 +74,6 @@ keep_failure() {
 		echo "$fs: database, sidecar files, ack and log kept in $keep"
 }
 
-ran=0
 
 # run_fs FS: returns 0, 1 on a violation or failure, 77 when FS cannot be had
 run_fs() {
@@ -152,21 +151,8 @@ run_fs() {
 	return 0
 }
 
-rc=0
 echo "sqlite_powercut: seed $SEED (SQLITE_POWERCUT_SEED to repeat), $CUTS cuts per file system, in $W, helper $H"
-for fs in $FSLIST; do
-	run_fs "$fs"
-	r=$?
-	cleanup
-	case $r in
-	0) ran=$((ran + 1)) ;;
-	77) ;;
-	*) rc=1 ;;
-	esac
-done
-if [ $rc = 0 ] && [ $ran = 0 ]; then
-	echo "SKIP: no file system could be tested"
-	exit 77
-fi
+run_each_fs $FSLIST
+rc=$?
 [ -z "${OA_TEST_DIR:-}" ] && [ $rc = 0 ] && rm -rf "$W"
 exit $rc

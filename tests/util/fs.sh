@@ -129,3 +129,25 @@ image_check() {
 	      fi ;;
 	esac
 }
+
+# run_each_fs FS...: the caller's run_fs on each (0 ran, 77 could not be
+# had, else failed), then its cleanup.  Returns 1 if any failed, else 77
+# with a SKIP line if none ran, else 0.
+run_each_fs() {
+	local fs r rc=0 ran=0
+	for fs; do
+		run_fs "$fs"
+		r=$?
+		cleanup
+		case $r in
+		0) ran=$((ran + 1)) ;;
+		77) ;;
+		*) rc=1 ;;
+		esac
+	done
+	if [ $rc = 0 ] && [ $ran = 0 ]; then
+		echo "SKIP: no file system could be tested"
+		return 77
+	fi
+	return $rc
+}
