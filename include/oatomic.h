@@ -299,6 +299,33 @@ int oa_munmap(oa_file *f, void *addr, size_t length);
  */
 int oa_commit(oa_file *f);
 
+/*
+ * oa_commit_group - commit the pending changes of FILES[0..N) as one unit:
+ * when it returns 0 every file shows its new contents, durably; a crash at
+ * any instant before leaves every file with its old ones, and after any
+ * crash either all the files have their new contents or none has.  The
+ * files may lie in different directories and on different file systems.
+ * Handles with nothing pending take no part; with one left it is
+ * oa_commit().  Otherwise every member commits through its journal (the
+ * kernel and exchange methods give way to it in a group): one flush per
+ * member for its record, one more for the commit point (the first member
+ * in file-system and inode order, the coordinator), then each other
+ * member's checkpoint (two flushes).  Recovery of any one of the files
+ * settles the whole group; it finds the others by the paths they had at the
+ * commit, so a member renamed or removed before recovery is reported
+ * (EUCLEAN), never half-applied.  Returns 0, or -1 with errno:
+ *   EBADF, EIO  as oa_commit, for any handle (nothing is committed);
+ *   EINVAL   two handles of one file, or one handle twice;
+ *   ENOENT   a member that has changes has no name (unlinked);
+ *   ENOSPC, EDQUOT, EIO  before the commit point: nothing is committed,
+ *            every handle keeps its pending changes (one whose flush failed
+ *            is latched);
+ *   EIO      (latched handles) after the commit point, or where it cannot
+ *            be told whether the commit point is durable: recovery settles
+ *            every file on the same state.
+ */
+int oa_commit_group(oa_file *const files[], size_t n);
+
 /* oa_abort - drop every pending change and keep the handle open.  Returns 0,
  * or -1: EIO for a latched handle. */
 int oa_abort(oa_file *f);

@@ -44,6 +44,27 @@ int oa_checkpoint_locked(struct oa_file *f)
 		return -1;
 	if (flush_target(f, &l) < 0)
 		return -1;
+	return oa_checkpoint_flushed_locked(f);
+}
+
+int oa_flush_target_locked(struct oa_file *f)
+{
+	struct oa_live l;
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	return flush_target(f, &l);
+}
+
+int oa_checkpoint_flushed_locked(struct oa_file *f)
+{
+	struct oa_live l;
+
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
+	if (oa_live_read(f, &l) < 0)
+		return -1;
+	if (l.last_seq <= l.ckpt_seq)
+		return 0;
 	if (oa_ctl_write_ckpt(f, l.last_seq) < 0)
 		return -1;
 	l.ckpt_seq = l.last_seq;

@@ -87,69 +87,93 @@ static void build_ops(struct oa_file *f, unsigned char *body)
 	}
 }
 
-int oa_commit_journal(struct oa_file *f)
-{
-	struct oa_commit_hdr ch;
+/*
+ * One handle's journal commit, in the steps a group shares (oa_commit_group
+ * runs them for several handles; oa_commit_journal for one):
+ *   stage_rec  the commit record built, its journal taken (no lock)
+ *   write_rec  under COMMIT: the dirty marker (I10), the record written
+ *   flush_rec  the one flush (I2); on failure revoked (I9)
+ *   ack_apply  the acknowledgement (I13), the apply (I3)
+ *   finish     bookkeeping, the dirty marker cleared, recycling
+ */
+struct cstate {
+	struct oa_file *f;
 	struct oa_live l;
-	struct oa_rec r;
-	uint64_t fsize;
+	struct oa_commit_hdr ch;
 	unsigned char *rec;
-	uint64_t body, seq, lsn, end;
-	size_t nops = oa_index_count(f->ix);
-	int e;
+	uint64_t body, seq, lsn, fsize;
+};
 
+static int stage_rec(struct cstate *c, uint64_t glen)
+{
+	struct oa_file *f = c->f;
 	if (oa_rec_close(f) < 0)
 		return -1;
 	if (f->jfd < 0 && oa_journal_acquire(f) < 0)
 		return -1;
-	body = oa_commit_body_len(nops);
-	rec = malloc(OA_REC_HDR + body);
-	if (!rec) {
+	c->ch.nops = oa_index_count(f->ix);
+	c->ch.glen = glen;
+	c->body = oa_commit_body_len(c->ch.nops) + glen;
+	c->rec = malloc(OA_REC_HDR + c->body);
+	if (!c->rec) {
 		errno = ENOMEM;
 		return -1;
 	}
-	if (oa_commit_begin(f, &l, &fsize) < 0)
-		goto fail_free;
+	return 0;
+}
+
+/* Under COMMIT (oa_commit_begin done: c->l, c->fsize): build the record
+ * (its group tail, if any, already at its place) and write it, marked in
+ * flight first (I10).  On failure the transaction stays pending. */
+static int write_rec(struct cstate *c)
+{
+	struct oa_file *f = c->f;
+	struct oa_commit_hdr *ch = &c->ch;
+	unsigned char *rec = c->rec;
+	struct oa_rec r;
+	uint64_t end;
+	int e;
 
 	/* The size the transaction leaves, against the size committed now:
 	 * without a truncate the file keeps whatever other commits made it. */
 	end = oa_index_end(f->ix);
-	ch.tx_start = f->tx_start;
-	ch.trunc_min = f->has_trunc ? f->t_min : OA_NO_TRUNC;
-	ch.final_size = f->has_trunc ? f->t_last : fsize;
-	if (end > ch.final_size)
-		ch.final_size = end;
-	ch.nops = nops;
-	oa_commit_encode(rec + OA_REC_HDR, &ch);
+	ch->tx_start = f->tx_start;
+	ch->trunc_min = f->has_trunc ? f->t_min : OA_NO_TRUNC;
+	ch->final_size = f->has_trunc ? f->t_last : c->fsize;
+	if (end > ch->final_size)
+		ch->final_size = end;
+	oa_commit_encode(rec + OA_REC_HDR, ch);
 	build_ops(f, rec + OA_REC_HDR);
 
-	seq = l.last_seq + 1;
-	lsn = f->pos;
-	if (lsn + OA_REC_HDR + body > f->fsize_max) {
+	c->seq = c->l.last_seq + 1;
+	c->lsn = f->pos;
+	if (c->lsn + OA_REC_HDR + c->body > f->fsize_max) {
 		errno = EFBIG;   /* as pwrite(2) would, without SIGXFSZ */
-		goto fail_unlock;
+		return -1;
 	}
-	r = (struct oa_rec){ .type = OA_REC_COMMIT, .gen = f->gen, .lsn = lsn,
-			     .tx = f->tx_id, .len = body, .seq = seq,
-			     .body_crc = oa_crc32c(0, rec + OA_REC_HDR, body) };
+	r = (struct oa_rec){ .type = OA_REC_COMMIT, .gen = f->gen,
+			     .lsn = c->lsn, .tx = f->tx_id, .len = c->body,
+			     .seq = c->seq,
+			     .body_crc = oa_crc32c(0, rec + OA_REC_HDR,
+						   c->body) };
 	oa_rec_encode(rec, &r);
 
 	if (MUTANT(2) &&
-	    oa_apply(f, f->jfd, &ch, rec + OA_REC_HDR) < 0)
-		goto fail_unlock;
+	    oa_apply(f, f->jfd, ch, rec + OA_REC_HDR) < 0)
+		return -1;
 	/* Space for the apply is taken before the commit point, so that a full
 	 * file system fails the commit (file unchanged) rather than the apply
 	 * after it.  Growth beyond the end is what needs new blocks; where
 	 * fallocate is not supported the apply takes its chances. */
-	if (reserve(f, &ch, rec + OA_REC_HDR,
-		    fsize) < 0)
-		goto fail_unlock;
+	if (reserve(f, ch, rec + OA_REC_HDR, c->fsize) < 0)
+		return -1;
 	/* I10: mark the commit in flight before its record exists. */
-	l.last_seq = seq;
-	l.dirty_seq = seq;
-	if (oa_live_write(f, &l) < 0)
-		goto fail_unlock;
-	if (oa_pwrite_full(f->jfd, rec, OA_REC_HDR + body, (off_t)lsn) < 0) {
+	c->l.last_seq = c->seq;
+	c->l.dirty_seq = c->seq;
+	if (oa_live_write(f, &c->l) < 0)
+		return -1;
+	if (oa_pwrite_full(f->jfd, rec, OA_REC_HDR + c->body,
+			   (off_t)c->lsn) < 0) {
 		/* Not flushed: a partial record fails its CRC (I1), and a
 		 * whole one is zeroed again if the disk lets us.  The
 		 * transaction stays pending: its data records are intact and a
@@ -157,77 +181,122 @@ int oa_commit_journal(struct oa_file *f)
 		 * range in this generation (recovery skips it as garbage). */
 		unsigned char zero[OA_REC_HDR] = { 0 };
 		e = errno;
-		oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)lsn);
-		f->pos = oa_align_up(lsn + OA_REC_HDR + body, OA_REC_ALIGN);
-		l.dirty_seq = 0;
-		l.gap_seq = seq;   /* I13: no commit will carry this seq */
-		oa_live_write(f, &l);
+		oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)c->lsn);
+		f->pos = oa_align_up(c->lsn + OA_REC_HDR + c->body,
+				     OA_REC_ALIGN);
+		c->l.dirty_seq = 0;
+		c->l.gap_seq = c->seq;   /* I13: no commit will carry this seq */
+		oa_live_write(f, &c->l);
 		errno = e;
-		goto fail_unlock;
+		return -1;
 	}
 	oa_killpoint(OA_KP_RECORD_WRITTEN);
-	/* I2: the one flush of a commit.  It makes the data records, this
-	 * commit record and the generation's header slot durable together;
-	 * their checksums tell recovery whether all of it arrived (I1), so no
-	 * flush is needed between data and commit record. */
+	return 0;
+}
+
+/* A record written and not acknowledged is taken back: zeroed and the
+ * zeros flushed (a failed flush latches, I9); its seq is a gap (I13).
+ * The transaction stays pending unless the handle latched. */
+static void revoke_rec(struct cstate *c)
+{
+	struct oa_file *f = c->f;
+	unsigned char zero[OA_REC_HDR] = { 0 };
+	if (oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)c->lsn) < 0 ||
+	    oa_xfdatasync(f->jfd) < 0) {
+		f->latched = true;
+		if (f->jidx == 0)
+			c->l.flags |= OA_LIVE_CTLERR | OA_LIVE_J0ERR;
+	}
+	f->pos = oa_align_up(c->lsn + OA_REC_HDR + c->body, OA_REC_ALIGN);
+	c->l.dirty_seq = 0;
+	c->l.gap_seq = c->seq;
+	oa_live_write(f, &c->l);
+}
+
+/* I2: the one flush of a commit.  It makes the data records, this commit
+ * record and the generation's header slot durable together; their
+ * checksums tell recovery whether all of it arrived (I1), so no flush is
+ * needed between data and commit record.  On failure the record is
+ * revoked if the disk lets us and the handle latched: -1 with EIO, and
+ * *REVOKED tells whether the zeros' flush returned 0 (the record is surely
+ * not durable). */
+static int flush_rec(struct cstate *c, bool *revoked)
+{
+	struct oa_file *f = c->f;
 	int fr = MUTANT(1) ? 0 : oa_xfdatasync(f->jfd);
 	/* I9: another handle's failed flush of the control file may have
 	 * dropped this transaction's records of journal 0 from the disk while
 	 * their pages look clean: this flush proves nothing then. */
-	if (fr == 0 && f->jidx == 0 && (l.flags & OA_LIVE_J0ERR))
+	if (fr == 0 && f->jidx == 0 && (c->l.flags & OA_LIVE_J0ERR))
 		fr = -1;
 	else if (fr < 0 && f->jidx == 0)
-		l.flags |= OA_LIVE_CTLERR | OA_LIVE_J0ERR;
+		c->l.flags |= OA_LIVE_CTLERR | OA_LIVE_J0ERR;
+	if (revoked)
+		*revoked = false;
 	if (fr < 0 && !MUTANT(7)) {
 		unsigned char zero[OA_REC_HDR] = { 0 };
 		/* I9: cannot tell whether the record is durable.  Revoke it if
 		 * the disk lets us; latch the handle either way. */
 		f->latched = true;
-		if (oa_pwrite_full(f->jfd, zero, sizeof(zero), (off_t)lsn) == 0)
-			oa_xfdatasync(f->jfd);
-		l.dirty_seq = 0;
-		l.gap_seq = seq;   /* I13: this seq may be missing */
-		oa_live_write(f, &l);
+		if (oa_pwrite_full(f->jfd, zero, sizeof(zero),
+				   (off_t)c->lsn) == 0 &&
+		    oa_xfdatasync(f->jfd) == 0 && revoked)
+			*revoked = true;
+		c->l.dirty_seq = 0;
+		c->l.gap_seq = c->seq;   /* I13: this seq may be missing */
+		oa_live_write(f, &c->l);
 		errno = EIO;
-		goto fail_unlock;
+		return -1;
 	}
+	return 0;
+}
+
+/* After the commit point: the acknowledgement, then the apply.  A failure
+ * latches the handle and leaves the dirty marker: the next committer or
+ * opener replays (I10). */
+static int ack_apply(struct cstate *c)
+{
+	struct oa_file *f = c->f;
 	/* I13: the live area records the acknowledgement before the apply
 	 * touches the file: a file a commit's apply has begun to change has
 	 * that commit in the seal's ack_seq, so recovery in this boot never
 	 * drops it as a torn flush.  A store in the shared page (or a pwrite
 	 * into the page cache), no flush: a SIGKILL keeps it, and after a
 	 * power cut the boot id in the seal no longer matches. */
-	l.ack_seq = seq;
+	c->l.ack_seq = c->seq;
 	/* Journal 0's flush was the control file's: its state since it
 	 * left the clean one is durable. */
 	if (f->jidx == 0)
-		oa_ctl_mark_synced(f, &l);
-	if (oa_live_write(f, &l) < 0) {
-		/* Committed, not applied, dirty marker set: the next committer
-		 * or opener replays it (I10). */
+		oa_ctl_mark_synced(f, &c->l);
+	if (oa_live_write(f, &c->l) < 0) {
 		f->latched = true;
 		errno = EIO;
-		goto fail_unlock;
+		return -1;
 	}
 	oa_killpoint(OA_KP_FLUSHED);
 	/* I3: only now does the file change. */
-	if (oa_apply(f, f->jfd, &ch, rec + OA_REC_HDR) < 0) {
-		/* Committed but not applied: leave the dirty marker so that
-		 * the next committer or opener replays it (I10). */
+	if (oa_apply(f, f->jfd, &c->ch, c->rec + OA_REC_HDR) < 0) {
 		f->latched = true;
 		errno = EIO;
-		goto fail_unlock;
+		return -1;
 	}
 	oa_killpoint(OA_KP_APPLIED);
-	l.dirty_seq = 0;
+	return 0;
+}
+
+/* The commit is in the file: clear the dirty marker, drop the transaction,
+ * grow or recycle the journal.  Caller still holds COMMIT. */
+static int finish(struct cstate *c)
+{
+	struct oa_file *f = c->f;
+	c->l.dirty_seq = 0;
 	if (f->jidx < OA_LIVE_JMAX)
-		l.jmax[f->jidx] = seq;
-	if (oa_live_write(f, &l) < 0) {
+		c->l.jmax[f->jidx] = c->seq;
+	if (oa_live_write(f, &c->l) < 0) {
 		f->latched = true;
-		goto fail_unlock;
+		return -1;
 	}
-	free(rec);
-	f->pos = oa_align_up(lsn + OA_REC_HDR + body, OA_REC_ALIGN);
+	f->pos = oa_align_up(c->lsn + OA_REC_HDR + c->body, OA_REC_ALIGN);
 	f->rec_open = false;
 	oa_txn_drop(f);
 	/* A handle that commits again keeps committing: journal 0 gets room
@@ -245,15 +314,176 @@ int oa_commit_journal(struct oa_file *f)
 	if (f->pos > OA_JRNL_CKPT &&
 	    oa_journal_recycle_locked(f, OA_JRNL_RETAIN) < 0) {
 		f->latched = true;
-		oa_commit_end(f);
 		return -1;
 	}
-	oa_commit_end(f);
 	return 0;
+}
 
-fail_unlock:
+int oa_commit_journal(struct oa_file *f)
+{
+	struct cstate c = { .f = f };
+	int r = -1;
+
+	if (stage_rec(&c, 0) < 0)
+		goto out;
+	if (oa_commit_begin(f, &c.l, &c.fsize) < 0)
+		goto out;
+	if (write_rec(&c) == 0 && flush_rec(&c, NULL) == 0 &&
+	    ack_apply(&c) == 0)
+		r = finish(&c);
 	oa_commit_end(f);
-fail_free:
-	free(rec);
+out:
+	free(c.rec);
+	return r;
+}
+
+/*
+ * oa_commit_group: the pending changes of several files as one unit, by a
+ * two-phase commit over their journals (FORMAT.md, "Several files in one
+ * commit"; invariants G1-G5 there):
+ *
+ *  G1 Every member's COMMIT is held from before its record is written
+ *     until it is settled, taken in one order (file system, inode) by
+ *     every group committer, so two groups never wait for each other in a
+ *     circle; the first in that order is the coordinator.
+ *  G2 Each other member's record (its commit record with a group tail,
+ *     naming the coordinator) is durable before the coordinator's record
+ *     is written; the coordinator's record, flushed, is the group's commit
+ *     point.  A member's record without it is never committed.
+ *  G3 No member is acknowledged or applied before the commit point.
+ *  G4 Every member's dirty marker stays set from its record until it is
+ *     settled; the coordinator's until every member is: whoever heals any
+ *     of them recovers, and recovery settles the group (recover.c).
+ *  G5 The coordinator's record is needed until every file holds the group
+ *     durably: every file of the group is flushed, then the members are
+ *     checkpointed, before the coordinator's marker is cleared; a recovery
+ *     of the coordinator settles every member before its checkpoint passes
+ *     it, and one of a member that finds the group decided recovers the
+ *     coordinator next (file.c), so recovery through any one file settles
+ *     the group.
+ *
+ * FILES are sorted into COMMIT order by the caller, the coordinator first;
+ * every one has a pending transaction in the journal.  REFS[i] names
+ * member i (its path, journal directory, inode).  0, or -1 with errno:
+ * before the commit point nothing is committed and every transaction
+ * stays pending (a member whose flush failed latched, I9); after it, EIO
+ * with the group committed and its files latched where a step failed:
+ * recovery finishes it.
+ */
+int oa_commit_group_journal(struct oa_file *const *fs, size_t n,
+			    const struct oa_gref *refs)
+{
+	struct cstate *c = calloc(n, sizeof(*c));
+	uint64_t gid = oa_random64();
+	size_t begun = 0, ok = 1, i;
+	int e = 0;
+	bool decided = false, revoked;
+
+	if (!c) {
+		errno = ENOMEM;
+		return -1;
+	}
+	/* The records, each with its group tail: a member's names the
+	 * coordinator, the coordinator's every member. */
+	uint64_t clen = OA_GRP_FIXED, mlen = OA_GRP_FIXED + oa_gref_len(&refs[0]);
+	for (i = 1; i < n; i++)
+		clen += oa_gref_len(&refs[i]);
+	for (i = 0; i < n; i++) {
+		c[i].f = fs[i];
+		/* MUTANT(45): members commit on their own, before the
+		 * group's commit point */
+		uint64_t glen = i == 0 ? clen : MUTANT(45) ? 0 : mlen;
+		if (stage_rec(&c[i], glen) < 0)
+			goto abort;
+		unsigned char *tail = c[i].rec + OA_REC_HDR + c[i].body - glen;
+		if (i == 0)
+			oa_group_encode(tail, gid, OA_GRP_COORD, refs + 1,
+					(uint32_t)(n - 1));
+		else if (glen)
+			oa_group_encode(tail, gid, OA_GRP_MEMBER, refs, 1);
+	}
+	/* G1 */
+	for (begun = 0; begun < n; begun++)
+		if (oa_commit_begin(fs[begun], &c[begun].l,
+				    &c[begun].fsize) < 0)
+			goto abort;
+	/* G2: the members' records, durable; then the coordinator's.  A
+	 * record whose write or flush fails is taken back by that step. */
+	for (i = 1; i < n; i++) {
+		if (write_rec(&c[i]) < 0 || flush_rec(&c[i], NULL) < 0)
+			goto abort;
+		ok = i + 1;
+		oa_killpoint(OA_KP_GROUP_MEMBER);
+	}
+	if (write_rec(&c[0]) < 0)
+		goto abort;
+	if (flush_rec(&c[0], &revoked) < 0) {
+		if (revoked)
+			goto abort;
+		/* The commit point may or may not be on the disk: the members
+		 * keep their records and markers (G4), so that recovery
+		 * decides them all as the coordinator's journal says; every
+		 * handle latches. */
+		for (i = 0; i < n; i++)
+			fs[i]->latched = true;
+		e = EIO;
+		goto unlock;
+	}
+	decided = true;
+	oa_killpoint(OA_KP_GROUP_DECIDED);
+	/* G3: acknowledged and applied only now, the coordinator first. */
+	for (i = 0; i < n; i++)
+		if (ack_apply(&c[i]) < 0)
+			e = EIO;
+	/* G5: every file of the group durable, the coordinator's included;
+	 * only then the members' checkpoints, so that a member found
+	 * checkpointed after a crash means every file holds the group, and
+	 * until then every member's record sends its recovery to the
+	 * coordinator's, which settles them all.  Then the markers, the
+	 * coordinator's last (G4). */
+	for (i = 0; i < n; i++)
+		if (!fs[i]->latched && !MUTANT(48) &&
+		    oa_flush_target_locked(fs[i]) < 0) {
+			fs[i]->latched = true;
+			e = EIO;
+		}
+	for (i = 1; i < n && !e; i++) {
+		if (oa_checkpoint_flushed_locked(fs[i]) < 0 ||
+		    oa_live_read(fs[i], &c[i].l) < 0) {
+			fs[i]->latched = true;
+			e = EIO;
+			break;
+		}
+		oa_killpoint(OA_KP_GROUP_SETTLED);
+	}
+	for (i = 1; i < n && !e; i++)
+		if (finish(&c[i]) < 0)
+			e = EIO;
+	if (!e && finish(&c[0]) < 0)
+		e = EIO;
+	if (e) {
+		/* Committed: what failed is recovery's (G4).  The handles whose
+		 * part is not in their file latch. */
+		for (i = 0; i < n; i++)
+			if (fs[i]->pending)
+				fs[i]->latched = true;
+	}
+	goto unlock;
+
+abort:
+	/* Before the commit point: nothing is committed; the members'
+	 * records already durable are taken back (G2). */
+	e = errno;
+	for (i = 1; i < ok; i++)
+		revoke_rec(&c[i]);
+unlock:
+	for (i = begun; i-- > 0;)
+		oa_commit_end(fs[i]);
+	for (i = 0; i < n; i++)
+		free(c[i].rec);
+	free(c);
+	if (decided && !e)
+		return 0;
+	errno = e ? e : EIO;
 	return -1;
 }

@@ -22,6 +22,7 @@
 #include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -34,6 +35,11 @@
 #define OA_OFF_MAX ((uint64_t)INT64_MAX)
 
 enum { P_WORK = 0, P_CHECK = 1, P_RECOVER = 2 };
+
+static int group_decided(struct oa_file *f, const struct oa_gref *r,
+			 uint64_t gid);
+static int group_settle(struct oa_file *f, const struct oa_gref *r,
+			uint64_t gid);
 
 /* Does the longest journal name fit in NAME_MAX for PATH's last component:
  * ".NAME.oaj-4095", or with a journal directory (JDIR), where the names
@@ -85,6 +91,11 @@ static void oa_handle_free(struct oa_file *f)
 	oa_index_free(f->ix);
 	free(f->buf);
 	free(f->prefix);
+	for (size_t i = 0; i < f->ngco; i++) {
+		free((char *)f->gco[i].path);
+		free((char *)f->gco[i].jdir);
+	}
+	free(f->gco);
 	free(f);
 }
 
@@ -262,6 +273,8 @@ static struct oa_file *handle_new(void)
 	f->forkgen = oa_fork_gen();
 	f->may_clone = true;   /* recovery handles try; open resolves */
 	f->clone_min = OA_CLONE_MIN;
+	f->group_decided = group_decided;
+	f->group_settle = group_settle;
 	f->ix = oa_index_new();
 	if (!f->ix) {
 		oa_handle_free(f);
@@ -442,6 +455,34 @@ static int recover_only(struct oa_file *f)
 	return r;
 }
 
+/* Recovery through a member settles the whole group: the coordinators
+ * its recovery found decided are recovered now, with no lock of F held
+ * (the coordinator's recovery settles every member, F's file included).
+ * Best effort: a coordinator that cannot be recovered now is by its next
+ * opener or committer (G4). */
+static struct oa_file *group_open(const struct oa_gref *r, int purpose);
+/* > 0 while this thread opens a group's member or coordinator: that open
+ * settles nothing further (a coordinator's recovery is already settling
+ * the member, and recovering the coordinator again from there would wait
+ * for its own COMMIT). */
+static __thread int group_depth;
+static void settle_groups(struct oa_file *f)
+{
+	int e = errno;
+	for (size_t i = 0; group_depth == 0 && i < f->ngco; i++) {
+		struct oa_file *c = group_open(&f->gco[i], P_RECOVER);
+		oa_handle_free(c);
+	}
+	for (size_t i = 0; i < f->ngco; i++) {
+		free((char *)f->gco[i].path);
+		free((char *)f->gco[i].jdir);
+	}
+	free(f->gco);
+	f->gco = NULL;
+	f->ngco = 0;
+	errno = e;
+}
+
 static struct oa_file *handle_open_ex(int dirfd, const char *path,
 				      int flags, mode_t mode,
 				      const struct oa_options *o, int purpose,
@@ -526,6 +567,7 @@ static struct oa_file *handle_open_ex(int dirfd, const char *path,
 			goto fail;
 	}
 	bool journal_dir = f->opt.journal_dir != NULL;
+	f->jdir = journal_dir;
 	if (journal_dir) {
 		/* The caller names the directory every time; the names there
 		 * carry the inode number. */
@@ -569,6 +611,7 @@ opened:
 		goto fail;
 	if (f->cfd >= 0 && purpose == P_RECOVER && recover_only(f) < 0)
 		goto fail;
+	settle_groups(f);
 	/* Only this call's recovery reports or takes liberties. */
 	f->rflags = 0;
 	f->rout = NULL;
@@ -1125,6 +1168,215 @@ int oa_commit(oa_file *f)
 		return -1;
 	int r = commit_txn(f);
 	oa_map_end(f, r == 0 || !f->pending);
+	return r;
+}
+
+/* ---- several files in one commit ---- */
+
+/* The absolute path of descriptor FD (a file or a directory): malloc'd, or
+ * NULL with errno (ENOENT: the file has no name any more). */
+static char *fd_path(int fd)
+{
+	char proc[64], *p = malloc(PATH_MAX);
+	ssize_t n;
+	if (!p) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	n = oa_sys->readlinkat(AT_FDCWD, proc, p, PATH_MAX - 1);
+	if (n <= 0 || p[0] != '/') {
+		free(p);
+		errno = n < 0 ? errno : ENOENT;
+		return NULL;
+	}
+	p[n] = 0;
+	return p;
+}
+
+/* How recovery finds member F again: the path it has now (checked to name
+ * its inode: an unlinked file, or one whose name another file took, has
+ * none recovery could use: ENOENT) and its journal directory, if it was
+ * given one.  REF's strings are malloc'd. */
+static int group_ref(struct oa_file *f, struct oa_gref *ref)
+{
+	struct stat st;
+	char *path = fd_path(f->tfd), *jdir = NULL;
+	if (!path)
+		return -1;
+	if (oa_sys->fstatat(AT_FDCWD, path, &st, 0) < 0 ||
+	    st.st_dev != f->dev || (uint64_t)st.st_ino != f->ino) {
+		free(path);
+		errno = ENOENT;
+		return -1;
+	}
+	if (f->jdir && !(jdir = fd_path(f->dfd))) {
+		free(path);
+		return -1;
+	}
+	if (strlen(path) > UINT16_MAX || (jdir && strlen(jdir) > UINT16_MAX)) {
+		free(path);
+		free(jdir);
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	*ref = (struct oa_gref){ .ino = f->ino, .igen = f->igen, .path = path,
+				 .jdir = jdir, .plen = (uint16_t)strlen(path),
+				 .dlen = jdir ? (uint16_t)strlen(jdir) : 0 };
+	return 0;
+}
+
+/* A handle, opened for PURPOSE, on the file a group's reference R names;
+ * NULL with ESTALE where the path names another inode now. */
+static struct oa_file *group_open(const struct oa_gref *r, int purpose)
+{
+	char *path = strndup(r->path, r->plen);
+	char *jdir = r->dlen ? strndup(r->jdir, r->dlen) : NULL;
+	struct oa_file *g = NULL;
+	if (!path || (r->dlen && !jdir)) {
+		errno = ENOMEM;
+		goto out;
+	}
+	struct oa_options o = { .size = sizeof(o), .journal_dir = jdir };
+	group_depth++;
+	g = handle_open_ex(AT_FDCWD, path, O_RDONLY, 0, &o, P_CHECK, 0, NULL);
+	if (g && (g->ino != r->ino || g->igen != r->igen)) {
+		oa_handle_free(g);
+		g = NULL;
+		errno = ESTALE;
+	}
+	if (g && purpose == P_RECOVER) {
+		oa_handle_free(g);
+		g = handle_open_ex(AT_FDCWD, path, O_RDONLY, 0, &o, P_RECOVER,
+				   0, NULL);
+	}
+	group_depth--;
+out:
+	free(path);
+	free(jdir);
+	return g;
+}
+
+/* Recovery of a member asks its coordinator (recover.c, resolve_members).
+ * No lock of the coordinator is taken, and none is needed: the caller
+ * holds the member's COMMIT, which the group's committer held from before
+ * the member's record until it was settled (G1), so that committer is
+ * gone; no one writes the group's decision now, and the coordinator's
+ * record cannot go before the member is settled (G5), which needs the
+ * member's COMMIT.  Taking the coordinator's lock here could wait for
+ * ourselves: a coordinator's recovery settles its members (below). */
+static int group_decided(struct oa_file *f, const struct oa_gref *r,
+			 uint64_t gid)
+{
+	(void)f;
+	struct oa_file *c = group_open(r, P_CHECK);
+	int d;
+	if (!c)
+		return -1;
+	d = c->cfd < 0 ? 0 : oa_group_find(c, gid);
+	int e = errno;
+	oa_handle_free(c);
+	errno = e;
+	return d;
+}
+
+/* Recovery of a coordinator settles each member: the member's own
+ * recovery, which asks the coordinator (group_decided) and replays. */
+static int group_settle(struct oa_file *f, const struct oa_gref *r,
+			uint64_t gid)
+{
+	(void)f;
+	(void)gid;
+	struct oa_file *m = group_open(r, P_RECOVER);
+	if (!m)
+		return -1;
+	oa_handle_free(m);
+	return 0;
+}
+
+static int dev_ino_cmp(const void *a, const void *b)
+{
+	const struct oa_file *x = *(struct oa_file *const *)a;
+	const struct oa_file *y = *(struct oa_file *const *)b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+int oa_commit_group(oa_file *const files[], size_t n)
+{
+	struct oa_file **fs = NULL, **p = NULL;
+	struct oa_gref *refs = NULL;
+	size_t np = 0, i, nmap = 0;
+	int r = -1, e = 0;
+
+	if (n == 0)
+		return 0;
+	if (!files) {
+		errno = EFAULT;
+		return -1;
+	}
+	fs = calloc(n, sizeof(*fs));
+	p = calloc(n, sizeof(*p));
+	refs = calloc(n, sizeof(*refs));
+	if (!fs || !p || !refs) {
+		e = ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (usable(files[i]) < 0) {
+			e = errno;
+			goto out;
+		}
+		fs[i] = files[i];
+	}
+	/* One handle per file: two handles of one inode (or one handle
+	 * twice) would be two transactions of one file in one unit. */
+	qsort(fs, n, sizeof(*fs), dev_ino_cmp);
+	for (i = 1; i < n; i++)
+		if (dev_ino_cmp(&fs[i - 1], &fs[i]) == 0) {
+			e = EINVAL;
+			goto out;
+		}
+	/* The mappings' stores join their transactions, as in oa_commit. */
+	for (nmap = 0; nmap < n; nmap++)
+		if (oa_map_begin(fs[nmap], true) < 0) {
+			e = errno;
+			goto out;
+		}
+	for (i = 0; i < n; i++)
+		if (fs[i]->pending)
+			p[np++] = fs[i];
+	if (np <= 1) {
+		/* Nothing to tie together: one file's commit is atomic. */
+		r = np ? commit_txn(p[0]) : 0;
+		e = errno;
+		goto out;
+	}
+	/* In a group every member commits through its journal (G2 needs a
+	 * record in each): the kernel method's staged write and the
+	 * exchange method's shadow go back to the journal. */
+	for (i = 0; i < np; i++) {
+		if ((p[i]->staged && oa_unstage(p[i]) < 0) ||
+		    (p[i]->shadowed && oa_unshadow(p[i]) < 0) ||
+		    group_ref(p[i], &refs[i]) < 0) {
+			e = errno;
+			goto out;
+		}
+	}
+	r = oa_commit_group_journal(p, np, refs);
+	e = errno;
+out:
+	for (i = 0; i < nmap; i++)
+		oa_map_end(fs[i], r == 0 || !fs[i]->pending);
+	for (i = 0; refs && i < n; i++) {
+		free((char *)refs[i].path);
+		free((char *)refs[i].jdir);
+	}
+	free(refs);
+	free(p);
+	free(fs);
+	errno = e;
 	return r;
 }
 

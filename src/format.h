@@ -188,7 +188,24 @@ static inline uint64_t oa_rec_payload(const struct oa_rec *r)
  *              32 ops: { file_off, len, joff } x nops */
 struct oa_commit_hdr {
 	uint64_t tx_start, trunc_min, final_size, nops;
+	uint64_t glen;      /* bytes of the group tail after the ops (0: none) */
 };
+
+/* Group tail (oa_commit_group; FORMAT.md, "Several files in one commit"),
+ * after the ops of a commit body, covered by its CRC:
+ *   0 magic "OAGRP1"  8 gid (random, non-zero)  16 role (1 the
+ *   coordinator's record: the group's commit point; 2 a member's record:
+ *   committed iff the coordinator holds a complete record of this gid)
+ *  20 nref  24 refs, each: 0 ino  8 igen  16 P  18 D  20 the file's path
+ *     (P bytes), the journal directory's (D bytes, 0: its home)
+ * A coordinator's refs are the other members; a member's, the coordinator.
+ * A reader without groups takes the longer body for damage: it refuses,
+ * never half-applies a group. */
+#define OA_GRP_MAGIC      0x315052474f41ull    /* "OAGRP1" */
+#define OA_GRP_COORD      1u
+#define OA_GRP_MEMBER     2u
+#define OA_GRP_FIXED      24
+#define OA_GREF_FIXED     20
 
 /* Live area (control file at OA_LIVE_OFF), in-memory only between
  * processes through the page cache:

@@ -21,6 +21,8 @@
 
 #define OA_BUF_BYTES (1u << 20)   /* bounce buffer for copies and scans */
 
+struct oa_gref;
+
 struct oa_file {
 	/* descriptors */
 	int tfd;            /* the file itself */
@@ -122,6 +124,22 @@ struct oa_file {
 	unsigned char *buf; /* OA_BUF_BYTES */
 
 	struct oa_map *map; /* oa_mmap's mappings (map.c), NULL: none */
+
+	/* groups: handed down from file.c to recovery (recover.c), which
+	 * cannot open another file itself.  group_decided: does the
+	 * coordinator R hold group GID's commit point?  1 yes (durable), 0
+	 * no, -1 error (ESTALE: R names another file now).  group_settle:
+	 * recover member R of group GID.  0, or -1 with errno. */
+	int (*group_decided)(struct oa_file *f, const struct oa_gref *r,
+			     uint64_t gid);
+	int (*group_settle)(struct oa_file *f, const struct oa_gref *r,
+			    uint64_t gid);
+	bool jdir;          /* opened with oa_options.journal_dir */
+	/* coordinators of groups this handle's recovery found decided (their
+	 * strings malloc'd): recovered in turn once its locks are released,
+	 * so that recovery through a member settles the whole group */
+	struct oa_gref *gco;
+	size_t ngco;
 };
 
 /*
@@ -249,8 +267,8 @@ int oa_rec_decode(const unsigned char in[OA_REC_HDR], struct oa_rec *r);
 /* The commit record's body (format.h): the fixed part, then NOPS ops.
  * oa_commit_body_len is its length; oa_commit_encode writes the fixed part
  * and oa_op_put op I.  oa_commit_decode reads the fixed part of a body of
- * LEN bytes: 0, or -1 when LEN does not fit its op count; oa_op_get reads
- * op I of a body so checked. */
+ * LEN bytes: 0, or -1 when LEN does not fit its op count and a well-formed
+ * group tail; oa_op_get reads op I of a body so checked. */
 struct oa_op {
 	uint64_t off, len, joff;
 };
@@ -263,6 +281,33 @@ void oa_op_put(unsigned char *body, uint64_t i, const struct oa_op *op);
 int oa_commit_decode(const unsigned char *body, uint64_t len,
 		     struct oa_commit_hdr *ch);
 void oa_op_get(const unsigned char *body, uint64_t i, struct oa_op *op);
+/* A commit body's group tail (format.h).  A reference names a member (or
+ * the coordinator) by inode and by the path it was committed through;
+ * path and jdir point into the body and are not NUL-terminated. */
+struct oa_gref {
+	uint64_t ino, igen;
+	const char *path, *jdir;
+	uint16_t plen, dlen;
+};
+struct oa_group {
+	uint64_t gid;
+	uint32_t role, nref;
+	const unsigned char *refs;   /* the first reference */
+	uint64_t rlen;               /* bytes of references */
+};
+static inline uint64_t oa_gref_len(const struct oa_gref *r)
+{
+	return OA_GREF_FIXED + (uint64_t)r->plen + r->dlen;
+}
+/* Write the tail (OA_GRP_FIXED + the refs' lengths bytes) at OUT. */
+void oa_group_encode(unsigned char *out, uint64_t gid, uint32_t role,
+		     const struct oa_gref *refs, uint32_t nref);
+/* Decode the group tail of a body decoded by oa_commit_decode (ch->glen
+ * bytes after its ops): 0, or 1 when it has none. */
+int oa_group_get(const unsigned char *body, const struct oa_commit_hdr *ch,
+		 struct oa_group *g);
+/* Reference I (< g->nref) of a tail oa_group_get returned. */
+void oa_gref_get(const struct oa_group *g, uint32_t i, struct oa_gref *r);
 uint64_t oa_random64(void);
 
 /* ---- ioinfo.c: what the file system can do ---- */
@@ -383,6 +428,11 @@ int oa_target_writable(struct oa_file *f);
 /* Every applied commit durable in the file, then the checkpoint record
  * (I5).  Caller holds COMMIT and has healed. */
 int oa_checkpoint_locked(struct oa_file *f);
+/* The two halves: the file's flush (a failure sets the dirty marker, I9),
+ * and the checkpoint record of a file whose every applied commit a flush
+ * that returned 0 made durable. */
+int oa_flush_target_locked(struct oa_file *f);
+int oa_checkpoint_flushed_locked(struct oa_file *f);
 /* The last handle closes (or recovery ends alone): the file holds every
  * commit durably, extra journals go, the control file is cut back to its
  * clean length.  Caller holds OPEN exclusive and COMMIT, and has healed. */
@@ -395,6 +445,11 @@ int oa_clean_locked(struct oa_file *f);
  * writing.  Returns 0 or -1 (EUCLEAN, EPERM, EIO...). */
 int oa_recover_locked(struct oa_file *f);
 int oa_needs_recovery(struct oa_file *f);
+/* Does F (a coordinator, opened for checking) hold a complete record of
+ * group GID newer than its checkpoint?  1 yes (and its journal flushed: the
+ * decision durable), 0 no, -1 error.  Takes no lock (file.c,
+ * group_decided, says why none is needed). */
+int oa_group_find(struct oa_file *f, uint64_t gid);
 /* If the live area says a committer died mid-commit, recover.  Caller holds
  * COMMIT.  LP (may be NULL) receives the live area as it is afterwards. */
 int oa_heal_locked(struct oa_file *f, struct oa_live *lp);
@@ -462,6 +517,11 @@ void oa_shadow_reset(struct oa_file *f);
  * latches the handle. */
 int oa_commit_bypass_ready(struct oa_file *f, struct oa_live *l);
 int oa_commit_journal(struct oa_file *f);
+/* The journal commit of FS[0..N) as one unit (commit.c, G1-G5): FS in
+ * COMMIT order, the coordinator first, each with a pending transaction in
+ * its journal; REFS[i] names FS[i] for recovery.  0, or -1 with errno. */
+int oa_commit_group_journal(struct oa_file *const *fs, size_t n,
+			    const struct oa_gref *refs);
 
 /* ---- kernel.c: the kernel method ---- */
 /* Kernel method: is this write (into an empty transaction) one to stage? */

@@ -3,6 +3,7 @@
  * headers, commit bodies.  Nothing else packs or unpacks them.
  */
 #include <errno.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "crc32c.h"
@@ -168,10 +169,87 @@ int oa_commit_decode(const unsigned char *body, uint64_t len,
 	ch->trunc_min = oa_get64(body + 8);
 	ch->final_size = oa_get64(body + 16);
 	ch->nops = oa_get64(body + 24);
-	if (ch->nops > (len - OA_COMMIT_FIXED) / OA_OP_BYTES ||
-	    oa_commit_body_len(ch->nops) != len)
+	ch->glen = 0;
+	if (ch->nops > (len - OA_COMMIT_FIXED) / OA_OP_BYTES)
 		return -1;
+	uint64_t blen = oa_commit_body_len(ch->nops);
+	if (blen == len)
+		return 0;
+	/* a group tail: its references must fill it exactly */
+	const unsigned char *t = body + blen;
+	uint64_t tl = len - blen, p = OA_GRP_FIXED;
+	if (tl < OA_GRP_FIXED || oa_get64(t) != OA_GRP_MAGIC ||
+	    oa_get64(t + 8) == 0 ||
+	    (oa_get32(t + 16) != OA_GRP_COORD &&
+	     oa_get32(t + 16) != OA_GRP_MEMBER))
+		return -1;
+	uint32_t n = oa_get32(t + 20);
+	if (n == 0 || (oa_get32(t + 16) == OA_GRP_MEMBER && n != 1))
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		if (tl - p < OA_GREF_FIXED)
+			return -1;
+		uint64_t pl = oa_get16(t + p + 16), dl = oa_get16(t + p + 18);
+		if (pl == 0 || tl - p - OA_GREF_FIXED < pl + dl ||
+		    memchr(t + p + OA_GREF_FIXED, 0, pl + dl))
+			return -1;
+		p += OA_GREF_FIXED + pl + dl;
+	}
+	if (p != tl)
+		return -1;
+	ch->glen = tl;
 	return 0;
+}
+
+void oa_group_encode(unsigned char *out, uint64_t gid, uint32_t role,
+		     const struct oa_gref *refs, uint32_t nref)
+{
+	unsigned char *p = out + OA_GRP_FIXED;
+	oa_put64(out, OA_GRP_MAGIC);
+	oa_put64(out + 8, gid);
+	oa_put32(out + 16, role);
+	oa_put32(out + 20, nref);
+	for (uint32_t i = 0; i < nref; i++) {
+		oa_put64(p, refs[i].ino);
+		oa_put64(p + 8, refs[i].igen);
+		oa_put16(p + 16, refs[i].plen);
+		oa_put16(p + 18, refs[i].dlen);
+		memcpy(p + OA_GREF_FIXED, refs[i].path, refs[i].plen);
+		if (refs[i].dlen)
+			memcpy(p + OA_GREF_FIXED + refs[i].plen, refs[i].jdir,
+			       refs[i].dlen);
+		p += oa_gref_len(&refs[i]);
+	}
+}
+
+int oa_group_get(const unsigned char *body, const struct oa_commit_hdr *ch,
+		 struct oa_group *g)
+{
+	if (!ch->glen)
+		return 1;
+	const unsigned char *t = body + oa_commit_body_len(ch->nops);
+	g->gid = oa_get64(t + 8);
+	g->role = oa_get32(t + 16);
+	g->nref = oa_get32(t + 20);
+	g->refs = t + OA_GRP_FIXED;
+	g->rlen = ch->glen - OA_GRP_FIXED;
+	return 0;
+}
+
+void oa_gref_get(const struct oa_group *g, uint32_t i, struct oa_gref *r)
+{
+	const unsigned char *p = g->refs;
+	for (;;) {
+		r->ino = oa_get64(p);
+		r->igen = oa_get64(p + 8);
+		r->plen = oa_get16(p + 16);
+		r->dlen = oa_get16(p + 18);
+		r->path = (const char *)p + OA_GREF_FIXED;
+		r->jdir = r->dlen ? r->path + r->plen : NULL;
+		if (i-- == 0)
+			return;
+		p += oa_gref_len(r);
+	}
 }
 
 void oa_op_get(const unsigned char *body, uint64_t i, struct oa_op *op)

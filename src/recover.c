@@ -27,6 +27,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -50,6 +51,7 @@ struct jrn {
 struct acc {
 	uint64_t seq, lsn;
 	int j;
+	uint32_t role;          /* OA_GRP_*: a record of a group, or 0 */
 };
 
 struct scan {
@@ -249,17 +251,24 @@ static int scan_journal(struct oa_file *f, struct scan *S, int ji)
 				if (grow((void **)&S->inc, &S->icap, S->ninc,
 					 sizeof(*S->inc)) < 0)
 					goto out;
-				S->inc[S->ninc++] = (struct acc){ r.seq, p, ji };
+				S->inc[S->ninc++] = (struct acc){ r.seq, p, ji, 0 };
 				J->pend = true;
 			}
 		} else {
+			struct oa_commit_hdr ch;
+			struct oa_group g;
+			uint32_t role = 0;
+			if (oa_commit_decode(body, r.len, &ch) == 0 &&
+			    oa_group_get(body, &ch, &g) == 0)
+				role = g.role;
 			if (r.seq > S->max_acc)
 				S->max_acc = r.seq;
 			if (r.seq > S->ckpt) {
 				if (grow((void **)&S->acc, &S->acap, S->nacc,
 					 sizeof(*S->acc)) < 0)
 					goto out;
-				S->acc[S->nacc++] = (struct acc){ r.seq, p, ji };
+				S->acc[S->nacc++] =
+					(struct acc){ r.seq, p, ji, role };
 				J->pend = true;
 			}
 		}
@@ -867,14 +876,15 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 	}
 	return r;
 }
-static int replay_one(struct oa_file *f, struct scan *S, const struct acc *a)
+/* Read the body of the commit record A found (checked when it was found):
+ * a malloc'd body in *BODY, its fixed part in CH. */
+static int read_commit(struct scan *S, const struct acc *a,
+		       unsigned char **bodyp, struct oa_commit_hdr *ch)
 {
 	struct jrn *J = &S->j[a->j];
 	unsigned char h[OA_REC_HDR];
-	struct oa_commit_hdr ch;
 	struct oa_rec r;
 	unsigned char *body;
-	int ret;
 
 	if (oa_pread_full(J->fd, h, sizeof(h), (off_t)a->lsn) < 0)
 		return -1;
@@ -882,7 +892,7 @@ static int replay_one(struct oa_file *f, struct scan *S, const struct acc *a)
 		errno = EUCLEAN;
 		return -1;
 	}
-	body = malloc(r.len);
+	body = malloc(r.len ? r.len : 1);
 	if (!body) {
 		errno = ENOMEM;
 		return -1;
@@ -894,14 +904,178 @@ static int replay_one(struct oa_file *f, struct scan *S, const struct acc *a)
 			errno = EUCLEAN;
 		return -1;
 	}
-	if (oa_commit_decode(body, r.len, &ch) < 0) {
+	if (oa_commit_decode(body, r.len, ch) < 0) {
 		free(body);
 		errno = EUCLEAN;   /* checked when it was found */
 		return -1;
 	}
-	ret = oa_apply(f, J->fd, &ch, body);
+	*bodyp = body;
+	return 0;
+}
+
+static int replay_one(struct oa_file *f, struct scan *S, const struct acc *a)
+{
+	struct oa_commit_hdr ch;
+	unsigned char *body;
+	int ret;
+
+	if (read_commit(S, a, &body, &ch) < 0)
+		return -1;
+	ret = oa_apply(f, S->j[a->j].fd, &ch, body);
 	free(body);
 	return ret;
+}
+
+/* Remember coordinator C for the handle's opener to recover (best effort:
+ * the group is safe without it, G4). */
+static void keep_coordinator(struct oa_file *f, const struct oa_gref *c)
+{
+	for (size_t i = 0; i < f->ngco; i++)
+		if (f->gco[i].ino == c->ino && f->gco[i].plen == c->plen &&
+		    !memcmp(f->gco[i].path, c->path, c->plen))
+			return;
+	struct oa_gref *n = realloc(f->gco, (f->ngco + 1) * sizeof(*n));
+	if (!n)
+		return;
+	f->gco = n;
+	char *p = strndup(c->path, c->plen);
+	char *d = c->dlen ? strndup(c->jdir, c->dlen) : NULL;
+	if (!p || (c->dlen && !d)) {
+		free(p);
+		free(d);
+		return;
+	}
+	n[f->ngco++] = (struct oa_gref){ .ino = c->ino, .igen = c->igen,
+					 .path = p, .jdir = d,
+					 .plen = c->plen, .dlen = c->dlen };
+}
+
+/*
+ * Groups (oa_commit_group; FORMAT.md, "Several files in one commit").  A
+ * member's record is committed iff the group's coordinator holds a
+ * complete record of the group: ask it (f->group_decided, from file.c,
+ * which makes a decision it finds durable before saying yes).  Records of
+ * undecided groups leave S->acc: never committed, and nobody will decide
+ * them now (their committer held this file's COMMIT, which we hold).  A
+ * coordinator that cannot be reached, or read, is refused (EUCLEAN), never
+ * guessed; with --discard the member's record is dropped.
+ */
+static int resolve_members(struct oa_file *f, struct scan *S)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < S->nacc; i++) {
+		struct acc *a = &S->acc[i];
+		int d = 1;
+		if (a->role == OA_GRP_MEMBER && !MUTANT(46)) {
+			struct oa_commit_hdr ch;
+			struct oa_group g;
+			struct oa_gref c;
+			unsigned char *body;
+			if (read_commit(S, a, &body, &ch) < 0)
+				return -1;
+			oa_group_get(body, &ch, &g);
+			oa_gref_get(&g, 0, &c);
+			d = f->group_decided ? f->group_decided(f, &c, g.gid)
+					     : (errno = ENOTSUP, -1);
+			if (d > 0)
+				keep_coordinator(f, &c);
+			if (d < 0) {
+				int e = errno;
+				note(S, "commit %llu (journal %s, LSN %llu) is part "
+				     "of group %016llx, whose coordinator %.*s "
+				     "cannot be read (%s)%s",
+				     (unsigned long long)a->seq, jname_of(S, a->j),
+				     (unsigned long long)a->lsn,
+				     (unsigned long long)g.gid, (int)c.plen,
+				     c.path, strerror(e),
+				     (S->flags & OA__RECOVER_DISCARD)
+					     ? ": dropped" : ": refused");
+				if (!(S->flags & OA__RECOVER_DISCARD)) {
+					free(body);
+					errno = e == ENOMEM || e == EIO ? e
+									: EUCLEAN;
+					return -1;
+				}
+				d = 0;
+			}
+			free(body);
+		}
+		if (d)
+			S->acc[k++] = *a;
+	}
+	S->nacc = k;
+	return 0;
+}
+
+/* A coordinator's record replayed: every member holds the group too
+ * before this file's checkpoint lets the record go (f->group_settle
+ * recovers each member, which asks this file and finds the decision). */
+static int settle_members(struct oa_file *f, struct scan *S)
+{
+	for (size_t i = 0; i < S->nacc; i++) {
+		const struct acc *a = &S->acc[i];
+		struct oa_commit_hdr ch;
+		struct oa_group g;
+		unsigned char *body;
+		if (a->role != OA_GRP_COORD || MUTANT(47))
+			continue;
+		if (read_commit(S, a, &body, &ch) < 0)
+			return -1;
+		oa_group_get(body, &ch, &g);
+		for (uint32_t m = 0; m < g.nref; m++) {
+			struct oa_gref r;
+			oa_gref_get(&g, m, &r);
+			if (f->group_settle && f->group_settle(f, &r, g.gid) == 0)
+				continue;
+			int e = f->group_settle ? errno : ENOTSUP;
+			note(S, "commit %llu (journal %s) is group %016llx's "
+			     "commit point; its member %.*s cannot be recovered "
+			     "(%s)%s", (unsigned long long)a->seq,
+			     jname_of(S, a->j), (unsigned long long)g.gid,
+			     (int)r.plen, r.path, strerror(e),
+			     (S->flags & OA__RECOVER_DISCARD)
+				     ? ": left as it is" : ": refused");
+			if (!(S->flags & OA__RECOVER_DISCARD)) {
+				free(body);
+				errno = e == ENOMEM || e == EIO ? e : EUCLEAN;
+				return -1;
+			}
+		}
+		free(body);
+	}
+	return 0;
+}
+
+int oa_group_find(struct oa_file *f, uint64_t gid)
+{
+	struct scan S = { .path = "",
+			  .flags = OA__RECOVER_NOEVIDENCE | OA__RECOVER_QUIET };
+	int r = scan_from_ckpt(f, &S);
+	if (r == -2)
+		r = -1;
+	if (r == 0 && !S.clean) {
+		for (size_t i = 0; i < S.nacc && r == 0; i++) {
+			const struct acc *a = &S.acc[i];
+			struct oa_commit_hdr ch;
+			struct oa_group g;
+			unsigned char *body;
+			if (a->role != OA_GRP_COORD)
+				continue;
+			if (read_commit(&S, a, &body, &ch) < 0) {
+				r = -1;
+				break;
+			}
+			oa_group_get(body, &ch, &g);
+			free(body);
+			/* Found in the page cache: durable before anyone acts
+			 * on it (the committer may have died before its
+			 * flush). */
+			if (g.gid == gid)
+				r = oa_xfdatasync(S.j[a->j].fd) < 0 ? -1 : 1;
+		}
+	}
+	scan_free(&S);
+	return r;
 }
 
 /*
@@ -1062,7 +1236,7 @@ int oa_recover_locked(struct oa_file *f)
 	/* Findings are said only when they matter: when recovery refuses (or
 	 * throws away, or adopts); a clean copy recovers silently. */
 	char *nbuf = NULL;
-	size_t nlen = 0;
+	size_t nlen = 0, said = 0;
 	if (f->rout)
 		S.out = open_memstream(&nbuf, &nlen);
 	if (oa_live_read(f, &l) < 0)
@@ -1073,6 +1247,7 @@ int oa_recover_locked(struct oa_file *f)
 		fflush(S.out);
 		fwrite(nbuf, 1, nlen, f->rout);
 		fflush(f->rout);
+		said = nlen;
 		errno = e;
 	}
 	if (r < 0 && errno == EUCLEAN && (f->rflags & OA__RECOVER_DISCARD)) {
@@ -1099,6 +1274,8 @@ int oa_recover_locked(struct oa_file *f)
 		ret = 0;   /* nothing to recover, nothing to rebuild */
 		goto out;
 	}
+	if (resolve_members(f, &S) < 0)
+		goto out_say;
 	if (S.nacc && oa_target_writable(f) < 0)
 		goto out;
 	if (S.nacc)
@@ -1106,6 +1283,8 @@ int oa_recover_locked(struct oa_file *f)
 	for (size_t i = 0; i < S.nacc; i++)
 		if (replay_one(f, &S, &S.acc[i]) < 0)
 			goto out;
+	if (settle_members(f, &S) < 0)
+		goto out_say;
 	top = S.ckpt;
 	if (S.max_seen > top)
 		top = S.max_seen;
@@ -1137,6 +1316,17 @@ int oa_recover_locked(struct oa_file *f)
 	l.last_seq = l.ckpt_seq = l.ack_seq = top;
 	l.jnamed = named;
 	ret = oa_live_write(f, &l);
+	if (!(f->rflags & OA__RECOVER_DISCARD))
+		goto out;
+out_say:
+	/* what a group's refusal (or, with --discard, what it dropped) says */
+	if (S.out && f->rout) {
+		int e = errno;
+		fflush(S.out);
+		fwrite(nbuf + said, 1, nlen - said, f->rout);
+		fflush(f->rout);
+		errno = e;
+	}
 out:
 	scan_free(&S);
 	if (S.out) {

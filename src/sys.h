@@ -269,5 +269,10 @@ void oa_killpoint(int point);
 #define OA_KP_CKPT_WRITTEN     6  /* checkpoint record written, not flushed;
 				   * last close: control file cut back to
 				   * clean, not flushed */
+#define OA_KP_GROUP_MEMBER     7  /* group: a member's record durable */
+#define OA_KP_GROUP_DECIDED    8  /* group: the coordinator's record
+				   * durable (the commit point), nothing
+				   * applied */
+#define OA_KP_GROUP_SETTLED    9  /* group: a member checkpointed */
 
 #endif /* OA_SYS_H */

@@ -38,7 +38,7 @@ case $build in
 esac
 TESTS="conf_commit conf_ryw conf_visibility conf_abort_close conf_errors
        conf_recover conf_concurrency conf_perms unit_recover conf_methods
-       conf_mmap"
+       conf_mmap conf_group"
 
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (mount)"; exit 77; }
 
@@ -79,7 +79,7 @@ for entry in $FSLIST; do
 	fs=$entry   # in the messages
 	for t in $TESTS; do
 		d=$(mktemp -d "$mnt/$t.XXXXXX")
-		if OA_TEST_DIR=$d timeout 300 "$build/tests/$t" >"$work/$fs-$t.log" 2>&1; then
+		if OA_TEST_DIR=$d GROUP_KILLS=$KILLS timeout 300 "$build/tests/$t" >"$work/$fs-$t.log" 2>&1; then
 			echo "$fs: $t ok"
 		else
 			echo "$fs: $t FAILED"; grep -v '^NOTE' "$work/$fs-$t.log" | tail -5

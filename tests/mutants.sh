@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28, 30-32 and 40-44)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-32 and 40-48)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 40 41 42 43 44}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 40 41 42 43 44 45 46 47 48}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -59,6 +59,10 @@ declare -A what=(
 	[42]="oatomic run: a hand-over to the temporary file copies the bytes written, not whole blocks (P2, P6)"
 	[43]="SQLite VFS: every write commits at once, a transaction in pieces (Q1, Q2)"
 	[44]="SQLite VFS: only xSync commits; synchronous=OFF transactions never do (Q2)"
+	[45]="group: each member's record is a commit of its own, before the group's commit point (G2)"
+	[46]="group: a member's recovery replays its record without asking the coordinator (G2)"
+	[47]="group: the coordinator's recovery does not settle the members (G5)"
+	[48]="group: members checkpointed before every file of the group is flushed (G5)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -77,6 +81,9 @@ declare -A tests_of=(
 	[42]="preload_programs.sh"
 	[43]="sqlite_torture"   # 43-44: the SQLite VFS (sqlite/vfs.c)
 	[44]="sqlite_torture"
+	# 45-48 (oa_commit_group, src/commit.c G1-G5): the simulator's group
+	# workload catches each first; conf_group's kill torture catches 45-47
+	# and powercut_group.sh 48 too
 	# 30-32: the simulator's mapping workload catches them first; the kill
 	# torture's mapping rounds do too (MUTANT_TESTS=torture_kill)
 )

@@ -3,7 +3,7 @@
  * (tests/util/sim.c has the model).
  *
  * Small workloads (1-3 transactions over 1-2 files: writes, truncates,
- * stores through oa_mmap, aborts, two handles, reopen after a crash and recovery, a transaction big
+ * stores through oa_mmap, aborts, two handles, two files in one group, reopen after a crash and recovery, a transaction big
  * enough to checkpoint inside its commit) run on the simulated disk; a
  * snapshot is taken before every seam call that may change what a power cut
  * leaves (every write, truncate, flush, directory operation), also inside
@@ -327,6 +327,26 @@ static void w_map(struct sc *s)
 	CHECK_OK(sc_close(s, h));
 }
 
+/* Two files committed as one group (oa_commit_group), twice, the second
+ * time in the other order of handles and with a truncate; then a commit of
+ * one of them alone. */
+static void w_group(struct sc *s)
+{
+	int a = sc_open(s, 0, O_RDWR);
+	int b = sc_open(s, 1, O_RDWR);
+	CHECK(a >= 0 && b >= 0);
+	sc_write(s, a, 100, 3000, 91);
+	sc_write(s, b, 0, 5000, 92);
+	CHECK_OK(sc_commit_group(s, (int[]){ a, b }, 2));
+	sc_write(s, b, 6000, 1000, 93);
+	sc_trunc(s, a, 2000);
+	CHECK_OK(sc_commit_group(s, (int[]){ b, a }, 2));
+	sc_write(s, a, 0, 500, 94);
+	CHECK_OK(sc_commit(s, a));
+	CHECK_OK(sc_close(s, a));
+	CHECK_OK(sc_close(s, b));
+}
+
 struct workload {
 	const char *name;
 	void (*run)(struct sc *s);
@@ -347,6 +367,7 @@ static const struct workload works[] = {
 	{ "journal commit, then aligned writes over it", w_kernel_over,
 	  { 16384, 0 }, 1, 4 },
 	{ "stores through a mapping", w_map, { 12288, 0 }, 1, 4 },
+	{ "two files in one group", w_group, { 4096, 3000 }, 2, 4 },
 };
 #define NWORKS (sizeof(works) / sizeof(works[0]))
 

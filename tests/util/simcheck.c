@@ -320,6 +320,7 @@ int sc_commit(struct sc *s, int h)
 	sc_state_copy(&F->infl, &F->acked);
 	sc_apply(&F->infl, H);
 	F->has_infl = true;
+	F->grp = 0;
 	int r = oa_commit(H->f);
 	int e = errno;
 	s->last_commit_ok = r == 0;
@@ -335,6 +336,51 @@ int sc_commit(struct sc *s, int h)
 	} else {
 		sc_state_free(&F->infl);
 		F->has_infl = false;
+	}
+	errno = e;
+	return r;
+}
+
+int sc_commit_group(struct sc *s, const int *hs, int n)
+{
+	CHECK(n >= 1 && n <= SC_MAXH);
+	static int next_grp;
+	oa_file *fs[SC_MAXH] = { 0 };
+	struct stat st;
+	int g = ++next_grp, r, e;
+	for (int i = 0; i < n; i++) {
+		struct sc_handle *H = &s->h[hs[i]];
+		struct sc_file *F = &s->file[H->fi];
+		sc_state_copy(&F->infl, &F->acked);
+		sc_apply(&F->infl, H);
+		F->has_infl = true;
+		F->grp = g;
+		fs[i] = H->f;
+	}
+	r = oa_commit_group(fs, (size_t)n);
+	e = errno;
+	s->last_commit_ok = r == 0;
+	bool latched = false;
+	for (int i = 0; i < n; i++)
+		if (oa_fstat(fs[i], &st) < 0 && errno == EIO)
+			latched = true;
+	for (int i = 0; i < n; i++) {
+		struct sc_handle *H = &s->h[hs[i]];
+		struct sc_file *F = &s->file[H->fi];
+		if (r == 0) {
+			sc_state_free(&F->acked);
+			F->acked = F->infl;
+			F->infl.b = NULL;
+			F->has_infl = false;
+			F->grp = 0;
+			H->nops = 0;
+		} else if (latched) {
+			s->latched = true;   /* either state, all alike */
+		} else {
+			sc_state_free(&F->infl);
+			F->has_infl = false;
+			F->grp = 0;
+		}
 	}
 	errno = e;
 	return r;
@@ -418,6 +464,9 @@ void sc_reboot(struct sc *s, const unsigned char *choice,
 	s->snapshotting = rec;
 	/* Recover (recorded: a cut during recovery is a crash point too), then
 	 * learn which state each file settled on. */
+	int gk[SC_MAXF], gg[SC_MAXF];
+	for (int i = 0; i < s->nfiles; i++)
+		gg[i] = s->file[i].has_infl ? s->file[i].grp : 0;
 	for (int i = 0; i < s->nfiles; i++) {
 		struct sc_file *F = &s->file[i];
 		unsigned char *b = NULL;
@@ -430,6 +479,15 @@ void sc_reboot(struct sc *s, const unsigned char *choice,
 		}
 		bool present = sim_get_file(F->path, &b, &n) == 0;
 		int k = which_state(F, b, n, present);
+		gk[i] = k;
+		for (int j = 0; j < i; j++)
+			if (k >= 0 && gg[i] && gg[j] == gg[i] && gk[j] >= 0 &&
+			    gk[j] != k) {
+				fprintf(stderr, "reboot: group split (%s, %s)\n",
+					s->file[j].path, F->path);
+				s->fails++;
+			}
+		F->grp = 0;
 		if (k < 0) {
 			fprintf(stderr, "reboot: %s holds no allowed state\n",
 				F->path);
@@ -454,19 +512,38 @@ static uint64_t allowed_hash(const struct sc_snap *sn)
 	for (int i = 0; i < nfiles_of(sn); i++) {
 		h = h * 31 + state_hash(&sn->file[i].acked);
 		if (sn->file[i].has_infl)
-			h = h * 31 + state_hash(&sn->file[i].infl) + 7;
+			h = h * 31 + state_hash(&sn->file[i].infl) + 7 +
+			    (sn->file[i].grp ? 1000003 : 0);
 	}
 	return h;
 }
 
 static int check_files(const struct sc_file *files, int nf, const char *when)
 {
+	int gk[SC_MAXF];
 	for (int i = 0; i < nf; i++) {
 		const struct sc_file *F = &files[i];
 		unsigned char *b = NULL;
 		size_t n = 0;
 		bool present = sim_get_file(F->path, &b, &n) == 0;
 		int k = which_state(F, b, n, present);
+		gk[i] = k;
+		for (int j = 0; j < i && k >= 0; j++)
+			if (F->has_infl && F->grp && files[j].has_infl &&
+			    files[j].grp == F->grp && gk[j] != k &&
+			    /* equal states cannot tell */
+			    !(F->acked.n == F->infl.n &&
+			      !memcmp(F->acked.b, F->infl.b, F->acked.n))) {
+				if (sc_verbose > 0)
+					fprintf(stderr, "  VIOLATION %s: group "
+						"split: %s holds its %s state, "
+						"%s its %s\n", when,
+						files[j].path,
+						gk[j] ? "new" : "old", F->path,
+						k ? "new" : "old");
+				free(b);
+				return 1;
+			}
 		if (k < 0) {
 			if (sc_verbose > 0) {
 				fprintf(stderr, "  VIOLATION %s: %s holds neither "
@@ -551,7 +628,21 @@ int sc_check(struct sc_snap *sn, const struct sim_cfg *cfg,
 	sim_use(c);
 	sc_recoveries++;
 
-	bad = recover_all(sn->file, nf, "after recovery");
+	/* A group in flight: recovery through one file settles it all (its
+	 * first file, or its second, by turns); the files are read before
+	 * the others are recovered. */
+	bool grp = false;
+	for (int i = 0; i < nf; i++)
+		grp |= sn->file[i].has_infl && sn->file[i].grp;
+	if (grp) {
+		int first = (int)((key >> 7) % (uint64_t)nf);
+		bad = recover_all(sn->file + first, 1, "recovery of one file");
+		if (!bad)
+			bad = check_files(sn->file, nf,
+					  "after recovering one file");
+	}
+	if (!bad)
+		bad = recover_all(sn->file, nf, "after recovery");
 	if (!bad)
 		bad = check_files(sn->file, nf, "after recovery");
 	if (!bad) {

@@ -8,6 +8,8 @@
  *   - recovery succeeds (no EUCLEAN, no EIO);
  *   - each file is its acknowledged state or the in-flight one (the new
  *     one wherever oa_commit had returned 0; either after a latched EIO);
+ *     the files of a group in flight all the one or all the other, also
+ *     when only one of them was recovered;
  *   - a second recovery changes nothing on the disk;
  *   - (sometimes) the recovered file takes one more transaction.
  *
@@ -35,6 +37,9 @@ struct sc_file {
 	struct sc_state infl;   /* valid when has_infl */
 	bool has_infl;
 	bool absent_ok;         /* created, but not yet durable by oa_open */
+	int grp;                /* the in-flight state is part of a group
+				 * (oa_commit_group) with every file of the
+				 * same grp: all new or all old */
 };
 
 struct sc_op {
@@ -94,6 +99,8 @@ int sc_trunc(struct sc *s, int h, uint64_t len);
 int sc_store(struct sc *s, int h, uint64_t off, uint64_t len, uint64_t seed);
 /* Returns oa_commit's result; keeps the model. */
 int sc_commit(struct sc *s, int h);
+/* oa_commit_group of handles HS[0..N); the model's files change together. */
+int sc_commit_group(struct sc *s, const int *hs, int n);
 int sc_abort(struct sc *s, int h);
 int sc_close(struct sc *s, int h);
 /* Power cut now with everything unflushed lost (CHOICE NULL) or as

@@ -1,0 +1,105 @@
+#!/bin/bash
+# powercut_group.sh - real-kernel power cuts of oa_commit_group over two
+# file systems at once.
+# timeout: 900
+#
+# An ext4 image and an XFS image (with reflink and, where the kernel has
+# it, range exchange), both loop-mounted; three files: one on ext4, two on
+# XFS in two directories.  CUTS times: the group writer of conf_group
+# rewrites the three files with the round's stamp and commits them as one
+# group, again and again, acknowledging each group in a file OUTSIDE both
+# mounts (fdatasync'd); after a random 0-300 ms, FS_IOC_SHUTDOWN with
+# NOLOGFLUSH cuts the ext4, the XFS or both (by turns), the writer is
+# killed, both are unmounted and mounted again (log replay).  Then ONE of
+# the files, chosen at random, is recovered, and the three are read with
+# read(2): they must carry one stamp, the last acknowledged group's or the
+# next one's; then every file is recovered and read through the library:
+# the same (conf_group check).
+#
+# Needs root, loop devices, mkfs.ext4 and mkfs.xfs; skips (77) otherwise.
+# Environment: POWERCUT_GROUP_CUTS (else POWERCUT_CUTS, else 120), POWERCUT_SEED, OA_TEST_DIR,
+# BUILD.
+
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${BUILD:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+T=$build/tests/torture_cut
+G=$build/tests/conf_group
+. "$here/util/fs.sh"
+
+need_loop_mounts mkfs.ext4 mkfs.xfs
+for t in "$T" "$G"; do
+	[ -x "$t" ] || { echo "powercut_group: $t not built"; exit 1; }
+done
+CUTS=${POWERCUT_GROUP_CUTS:-${POWERCUT_CUTS:-120}}
+RANDOM=${POWERCUT_SEED:-$$}
+echo "NOTE: seed ${POWERCUT_SEED:-$$} (POWERCUT_SEED repeats it)"
+
+work=$(mktemp -d "${OA_TEST_DIR:-/tmp}/pcgroup.XXXXXX")
+E=$work/ext4 X=$work/xfs LE= LX= WPID=
+cleanup() {
+	if [ -n "$WPID" ]; then kill -9 $WPID 2>/dev/null; wait $WPID 2>/dev/null; fi
+	for m in "$E" "$X"; do
+		mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
+	done
+	[ -n "$LE" ] && losetup -d "$LE" 2>/dev/null
+	[ -n "$LX" ] && losetup -d "$LX" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$E" "$X"
+truncate -s 256M "$work/ext4.img" && truncate -s 512M "$work/xfs.img" || exit 1
+mkfs.ext4 -q -F "$work/ext4.img" >/dev/null 2>&1 || { echo "SKIP: mkfs.ext4 failed"; exit 77; }
+mkfs_xfs "$work/xfs.img" || { echo "SKIP: mkfs.xfs failed"; exit 77; }
+LE=$(losetup -f --show "$work/ext4.img") || { echo "SKIP: losetup"; exit 77; }
+LX=$(losetup -f --show "$work/xfs.img") || { echo "SKIP: losetup"; exit 77; }
+mount "$LE" "$E" || { echo "SKIP: cannot mount ext4"; exit 77; }
+mount_xfs "$LX" "$work/xfs.img" "$X" || { echo "SKIP: cannot mount XFS"; exit 77; }
+mkdir -p "$E/d1" "$X/d2" "$X/d3"
+A=$E/d1/alpha B=$X/d2/beta C=$X/d3/gamma
+ACK=$work/ack
+"$G" init "$A" "$B" "$C" || exit 1
+sync
+
+names=(ext4 XFS both)
+declare -A cuts_of=()
+for ((i = 1; i <= CUTS; i++)); do
+	which=$((i % 3))
+	"$G" writer "$A" "$B" "$C" "$ACK" 2>>"$work/writer.log" &
+	WPID=$!
+	sleep_ms $((RANDOM % 300))
+	case $which in
+	0) mnts=("$E") ;;
+	1) mnts=("$X") ;;
+	2) mnts=("$E" "$X") ;;
+	esac
+	for m in "${mnts[@]}"; do
+		sd=$("$T" shutdown "$m" 2>&1)
+		case $? in
+		0) ;;
+		77) echo "SKIP: $sd"; exit 77 ;;
+		*) echo "shutdown of $m failed: $sd"; exit 1 ;;
+		esac
+	done
+	kill -9 $WPID 2>/dev/null
+	wait $WPID 2>/dev/null
+	WPID=
+	for m in "$E" "$X"; do
+		for n in 1 2 3 4 5; do umount "$m" 2>/dev/null && break; sleep 0.2; done
+		mountpoint -q "$m" && { echo "cut $i: umount $m failed"; exit 1; }
+	done
+	mount "$LE" "$E" || { echo "cut $i: mount of ext4 after the cut failed"; dmesg | tail; exit 1; }
+	mount "$LX" "$X" || { echo "cut $i: mount of XFS after the cut failed"; dmesg | tail; exit 1; }
+	if ! out=$("$G" check "$A" "$B" "$C" "$ACK" 2>&1); then
+		echo "cut $i (${names[$which]}): VIOLATION"
+		echo "$out"
+		exit 1
+	fi
+	cuts_of[${names[$which]}]=$(( ${cuts_of[${names[$which]}]:-0} + 1 ))
+done
+last=$(tail -n 1 "$ACK" 2>/dev/null)
+echo "powercut_group: $CUTS cuts (ext4 ${cuts_of[ext4]:-0}, XFS ${cuts_of[XFS]:-0}, both ${cuts_of[both]:-0}), 0 violations; last acknowledged group ${last:-none}"
+exit 0
