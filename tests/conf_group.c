@@ -9,6 +9,8 @@
  *    transaction pending;
  *  - bad input: n == 0, NULL, a handle twice, two handles of one file, a
  *    read-only handle, an unlinked member, an inherited handle;
+ *  - a file of the group moved away before recovery: refused (EUCLEAN)
+ *    from either side, settled once it is back, dropped by --discard;
  *  - the kill torture over a group: a writer rewrites the three files with
  *    the round's stamp (and a size of the round's own) and commits them as
  *    a group, again and again; it is SIGKILLed at random instants and at
@@ -35,6 +37,7 @@
  */
 #include "testutil.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -313,6 +316,107 @@ static void test_errors(void)
 	init_files(P);
 }
 
+/* ---- a member out of reach ---- */
+
+static int crash_decided(void *arg)
+{
+	(void)arg;
+	oa_file *f[NF];
+	for (int i = 0; i < NF; i++) {
+		size_t n = gsize(i, 7);
+		unsigned char *b = malloc(n);
+		f[i] = oa_open(P[i], O_RDWR, 0);
+		if (!f[i] || !b)
+			return 2;
+		tu_fill_stamp(b, n, 7);
+		if (oa_pwrite(f[i], b, n, 0) != (ssize_t)n ||
+		    oa_ftruncate(f[i], (off_t)n) < 0)
+			return 2;
+	}
+	/* dies at the commit point: decided, nothing applied */
+	oa__set_killpoint(OA_KP_GROUP_DECIDED);
+	oa_commit_group(f, NF);
+	return 3;
+}
+
+/* The coordinator: the member first in file-system and inode order. */
+static int coordinator(void)
+{
+	struct stat st;
+	int c = 0;
+	dev_t dev = 0;
+	ino_t ino = 0;
+	for (int i = 0; i < NF; i++) {
+		CHECK(stat(P[i], &st) == 0);
+		if (i == 0 || st.st_dev < dev ||
+		    (st.st_dev == dev && st.st_ino < ino)) {
+			dev = st.st_dev;
+			ino = st.st_ino;
+			c = i;
+		}
+	}
+	return c;
+}
+
+static void crash_at_decision(void)
+{
+	init_files(P);
+	int st = tu_run_child(crash_decided, NULL);
+	CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+	       "the writer did not die at the commit point: %s",
+	       tu_status_str(st));
+}
+
+/* Recovery finds the other files by the paths they had at the commit: one
+ * moved away is refused (EUCLEAN), never guessed, from either side; back
+ * in place, recovery through one file settles the group; --discard drops
+ * the part of a member whose coordinator is out of reach. */
+static void test_unreachable(void)
+{
+	char moved[PATH_MAX];
+	int c = coordinator(), m = (c + 1) % NF;
+
+	/* the coordinator moved: its member is refused */
+	crash_at_decision();
+	snprintf(moved, sizeof(moved), "%s.moved", P[c]);
+	CHECK(rename(P[c], moved) == 0);
+	CHECK_ERR(oa_recover(P[m]), EUCLEAN);
+	CHECK_NULL_ERR(oa_open(P[m], O_RDWR, 0), EUCLEAN);
+	CHECK(rename(moved, P[c]) == 0);
+	CHECK_OK(oa_recover(P[m]));
+	CHECK_EQ(group_stamp(P, 1), 7);   /* the whole group, through m */
+
+	/* a member moved: the coordinator is refused */
+	crash_at_decision();
+	snprintf(moved, sizeof(moved), "%s.moved", P[m]);
+	CHECK(rename(P[m], moved) == 0);
+	CHECK_ERR(oa_recover(P[c]), EUCLEAN);
+	CHECK(rename(moved, P[m]) == 0);
+	CHECK_OK(oa_recover(P[c]));
+	CHECK_EQ(group_stamp(P, 1), 7);
+
+	/* --discard drops the part of the member that cannot ask */
+	crash_at_decision();
+	snprintf(moved, sizeof(moved), "%s.moved", P[c]);
+	CHECK(rename(P[c], moved) == 0);
+	char *say = NULL;
+	size_t slen = 0;
+	FILE *out = open_memstream(&say, &slen);
+	CHECK_OK(oa__recover_ex(P[m], NULL, OA__RECOVER_DISCARD, out));
+	fclose(out);
+	CHECKF(say && strstr(say, "dropped"), "recover --discard said: %s",
+	       say ? say : "(nothing)");
+	free(say);
+	size_t n;
+	unsigned char *b = tu_read_file(P[m], &n);
+	CHECK(n == gsize(m, 0) && tu_is_stamp(b, n, 0));
+	free(b);
+	CHECK(rename(moved, P[c]) == 0);
+	for (int i = 0; i < NF; i++)
+		CHECK_OK(oa_recover(P[i]));
+	init_files(P);
+}
+
 /* ---- the kill torture ---- */
 
 struct wargs {
@@ -409,6 +513,7 @@ int main(int argc, char **argv)
 	init_files(P);
 	test_basic();
 	test_errors();
+	test_unreachable();
 	torture(kills);
 	tu_note("conf_group: PASS");
 	return 0;

@@ -377,6 +377,26 @@ else
 	echo "NOTE: not root or no tmpfs: the full file system case not tried"
 fi
 
+# Several files replaced as one unit (replace --from): the inodes stay
+mkdir -p g1 g2
+printf 'old a\n' >g1/a; printf 'old b\n' >g2/b; ln g1/a g1/alink; chmod 640 g1/a
+printf 'new a\n' >src.a
+printf 'new b\n' | "$OA" replace --from src.a g1/a --from - g2/b || fail "replace --from: exit $?"
+expect_file g1/a $'new a\n' "replace --from, first file"
+expect_file g1/alink $'new a\n' "replace --from, the hard link"
+expect_file g2/b $'new b\n' "replace --from, second file (standard input)"
+[ "$(stat -c %a g1/a)" = 640 ] || fail "replace --from changed the mode"
+"$OA" replace --from src.a g1/a --from src.a g1/a 2>/dev/null
+[ $? = 1 ] || fail "replace --from: a file twice is not refused"
+"$OA" replace --from src.a g1/a --from 2>/dev/null
+[ $? = 2 ] || fail "replace --from without a PATH: not a usage error"
+"$OA" replace --from - g1/a --from - g2/b </dev/null 2>/dev/null
+[ $? = 2 ] || fail "replace --from: standard input twice: not a usage error"
+printf 'x\n' | "$OA" replace --from src.a g1/a --from nosuch g2/b 2>/dev/null
+[ $? = 1 ] || fail "replace --from a missing source: exit not 1"
+expect_file g1/a $'new a\n' "replace --from, a failed group changes nothing"
+expect_file g2/b $'new b\n' "replace --from, a failed group changes nothing"
+
 # Usage
 "$OA" recover --all 2>/dev/null
 [ $? = 2 ] || fail "recover --all without DIR: not a usage error"

@@ -1,6 +1,7 @@
 /*
  * cmd_write.c - `oatomic write` and `oatomic replace`: one transaction made
- * of standard input.
+ * of standard input; `oatomic replace --from` several files replaced as one
+ * unit (oa_commit_group).
  *
  * Standard input is streamed into the transaction in chunks of STREAM_CHUNK
  * bytes: the library puts pending data on disk as it is written, so the
@@ -14,6 +15,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +53,8 @@ static ssize_t read_chunk(int fd, char *buf, size_t n)
  * *END to the offset after the last byte written and returns 0; otherwise
  * reports the error for PATH and returns TOOL_EXIT_ERR.
  */
-static int stream_stdin(oa_file *f, const char *path, off_t off, off_t *end)
+static int stream_fd(oa_file *f, const char *path, int fd, const char *src,
+		     off_t off, off_t *end)
 {
 	char *buf = malloc(STREAM_CHUNK);
 	int ret = 0;
@@ -59,11 +62,13 @@ static int stream_stdin(oa_file *f, const char *path, off_t off, off_t *end)
 	if (!buf)
 		return tool_error(path, NULL, ENOMEM);
 	for (;;) {
-		ssize_t n = read_chunk(STDIN_FILENO, buf, STREAM_CHUNK);
+		ssize_t n = read_chunk(fd, buf, STREAM_CHUNK);
 		size_t done = 0;
 
 		if (n < 0) {
-			ret = tool_error(path, "reading standard input", errno);
+			char what[PATH_MAX + 16];
+			snprintf(what, sizeof(what), "reading %s", src);
+			ret = tool_error(path, what, errno);
 			break;
 		}
 		if (n == 0)
@@ -103,6 +108,11 @@ out:
 	free(buf);
 	*end = off;
 	return ret;
+}
+
+static int stream_stdin(oa_file *f, const char *path, off_t off, off_t *end)
+{
+	return stream_fd(f, path, STDIN_FILENO, "standard input", off, end);
 }
 
 /* Report that PATH could not be opened for writing.  The library also
@@ -217,10 +227,94 @@ static int write_f(const struct tool_cmd *cmd, int argc, char **argv)
 	return commit_close(f, path);
 }
 
+/* Open PATH for replacing: the same inode, emptied in the transaction. */
+static oa_file *open_replace(const char *path, const struct oa_options *opts,
+			     int *ret)
+{
+	/* The same inode, emptied and refilled in one transaction: unlike
+	 * write-to-temporary-and-rename, the mode, owner, extended attributes
+	 * and hard links stay, and descriptors other processes hold on the
+	 * file see the new content.  A new file gets 0666 less the umask. */
+	oa_file *f = oa_open_opts(path, O_RDWR | O_CREAT, 0666, opts);
+	if (!f) {
+		*ret = open_error(path, opts->journal_dir, errno);
+		return NULL;
+	}
+	if (oa_ftruncate(f, 0) < 0) {
+		*ret = tool_errorf(path, "truncate: %s (file unchanged)",
+				   tool_strerror(errno));
+		oa_close(f);
+		return NULL;
+	}
+	return f;
+}
+
+/*
+ * oatomic replace --from SOURCE PATH [--from SOURCE PATH]...: every PATH
+ * gets the content of the SOURCE before it, all in one oa_commit_group.
+ * Any failure before the commit leaves every PATH as it was.
+ */
+static int replace_group(const struct tool_cmd *cmd, char **src, char **dst,
+			 int n, const struct oa_options *opts)
+{
+	oa_file **f = calloc((size_t)n, sizeof(*f));
+	int ret = TOOL_EXIT_OK, i, stdin_used = 0;
+
+	if (!f)
+		return tool_error(dst[0], NULL, ENOMEM);
+	for (i = 0; i < n && ret == TOOL_EXIT_OK; i++) {
+		bool std = !strcmp(src[i], "-");
+		int fd;
+		off_t end;
+		if (std && stdin_used++)
+			ret = tool_usage(cmd, "standard input (-) can be the "
+					 "source of one file only");
+		if (ret)
+			break;
+		fd = std ? STDIN_FILENO : open(src[i], O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			ret = tool_error(src[i], "opening the source", errno);
+			break;
+		}
+		f[i] = open_replace(dst[i], opts, &ret);
+		if (f[i])
+			ret = stream_fd(f[i], dst[i], fd,
+					std ? "standard input" : src[i], 0,
+					&end);
+		if (!std)
+			close(fd);
+	}
+	if (ret == TOOL_EXIT_OK && oa_commit_group(f, (size_t)n) < 0) {
+		int err = errno;
+		if (err == EIO)
+			ret = tool_errorf(dst[0], "group commit failed: %s "
+					  "(every file holds its old content "
+					  "or every file its new one, never a "
+					  "mix)", tool_strerror(err));
+		else if (err == EINVAL)
+			ret = tool_errorf(dst[0], "group commit failed: a file "
+					  "is named twice (files unchanged)");
+		else
+			ret = tool_errorf(dst[0], "group commit failed: %s "
+					  "(files unchanged)",
+					  tool_strerror(err));
+	}
+	/* With nothing committed, closing drops every transaction. */
+	for (i = 0; i < n; i++)
+		if (f[i] && oa_close(f[i]) < 0 && ret == TOOL_EXIT_OK)
+			ret = tool_errorf(dst[i], "committed, but close "
+					  "failed: %s (the next oa_open or "
+					  "oatomic recover finishes it)",
+					  tool_strerror(errno));
+	free(f);
+	return ret;
+}
+
 static int replace_f(const struct tool_cmd *cmd, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "journal-dir", required_argument, NULL, 'J' },
+		{ "from", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -228,41 +322,72 @@ static int replace_f(const struct tool_cmd *cmd, int argc, char **argv)
 	const char *path;
 	oa_file *f;
 	off_t end;
-	int opt, ret;
+	int opt, ret, n = 0;
+	char **src = calloc((size_t)argc + 1, sizeof(*src));
+	char **dst = calloc((size_t)argc + 1, sizeof(*dst));
 
-	while ((opt = getopt_long(argc, argv, ":J:h", longopts, NULL)) != -1) {
+	if (!src || !dst) {
+		free(src);
+		free(dst);
+		return tool_error("replace", NULL, ENOMEM);
+	}
+	/* "+": in order, so that each --from pairs with the PATH after it */
+	while (optind < argc) {
+		opt = getopt_long(argc, argv, "+:J:f:h", longopts, NULL);
+		if (opt == -1) {
+			if (!n)
+				break;   /* one PATH, from standard input */
+			if (!src[n - 1] || dst[n - 1]) {
+				ret = tool_usage(cmd, "each --from SOURCE is "
+						 "followed by its PATH");
+				goto out;
+			}
+			dst[n - 1] = argv[optind++];
+			continue;
+		}
 		switch (opt) {
 		case 'J':
 			opts.journal_dir = optarg;
 			break;
+		case 'f':
+			if (n && !dst[n - 1]) {
+				ret = tool_usage(cmd, "--from %s has no PATH "
+						 "after it", src[n - 1]);
+				goto out;
+			}
+			src[n++] = optarg;
+			break;
 		case 'h':
-			return tool_help(cmd);
+			ret = tool_help(cmd);
+			goto out;
 		default:
-			return tool_badopt(cmd, opt, argv);
+			ret = tool_badopt(cmd, opt, argv);
+			goto out;
 		}
 	}
+	if (n) {
+		if (!dst[n - 1]) {
+			ret = tool_usage(cmd, "--from %s has no PATH after it",
+					 src[n - 1]);
+			goto out;
+		}
+		ret = replace_group(cmd, src, dst, n, &opts);
+		goto out;
+	}
 	if ((ret = tool_one_path(cmd, argc, argv, &path)))
-		return ret;
-
-	/* The same inode, emptied and refilled in one transaction: unlike
-	 * write-to-temporary-and-rename, the mode, owner, extended attributes
-	 * and hard links stay, and descriptors other processes hold on the
-	 * file see the new content.  A new file gets 0666 less the umask. */
-	f = oa_open_opts(path, O_RDWR | O_CREAT, 0666, &opts);
+		goto out;
+	f = open_replace(path, &opts, &ret);
 	if (!f)
-		return open_error(path, opts.journal_dir, errno);
-	if (oa_ftruncate(f, 0) < 0) {
-		ret = tool_errorf(path, "truncate: %s (file unchanged)",
-				  tool_strerror(errno));
-		oa_close(f);
-		return ret;
-	}
+		goto out;
 	ret = stream_stdin(f, path, 0, &end);
-	if (ret) {
+	if (ret)
 		oa_close(f);
-		return ret;
-	}
-	return commit_close(f, path);
+	else
+		ret = commit_close(f, path);
+out:
+	free(src);
+	free(dst);
+	return ret;
 }
 
 const struct tool_cmd write_cmd = {
@@ -298,9 +423,11 @@ const struct tool_cmd write_cmd = {
 const struct tool_cmd replace_cmd = {
 	.name = "replace",
 	.func = replace_f,
-	.args = "PATH [--journal-dir DIR] < data",
-	.oneline = "replace the whole content of PATH atomically, keeping "
-		   "its inode",
+	.args = "PATH [--journal-dir DIR] < data\n"
+		"       oatomic replace [--journal-dir DIR] --from SOURCE PATH "
+		"[--from SOURCE PATH]...",
+	.oneline = "replace the whole content of PATH (or of several files, "
+		   "as one unit) atomically, keeping the inodes",
 	.help =
 " Replaces the content of PATH with standard input as one transaction\n"
 " (the file is emptied and refilled, then committed).  PATH keeps its\n"
@@ -310,9 +437,16 @@ const struct tool_cmd replace_cmd = {
 " link, the file it names is, and the link stays.  After a crash PATH\n"
 " holds the old content or the new, never a mix.\n"
 "\n"
-" Options:\n"
-"   -J, --journal-dir DIR  keep the journal in DIR, not beside PATH\n"
+" With --from, each PATH gets the content of the SOURCE named before it\n"
+" (- is standard input, for one of them), and all of them change as one\n"
+" unit (oa_commit_group): after a crash every PATH holds its old content\n"
+" or every PATH its new one, also across directories and file systems.\n"
 "\n"
-" Example:\n"
-"   generate-config | oatomic replace /etc/app/app.conf\n",
+" Options:\n"
+"   -f, --from SOURCE      the content of the PATH that follows\n"
+"   -J, --journal-dir DIR  keep the journals in DIR, not beside the files\n"
+"\n"
+" Examples:\n"
+"   generate-config | oatomic replace /etc/app/app.conf\n"
+"   oatomic replace --from new.db data/app.db --from new.idx idx/app.idx\n",
 };
