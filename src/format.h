@@ -62,6 +62,7 @@
 #define OA_LOCK_APPLY     1
 #define OA_LOCK_OPEN      2
 #define OA_LOCK_J0        3      /* control: owner of journal 0 */
+#define OA_LOCK_JMAKE     4      /* control: making an extra journal */
 #define OA_LOCK_OWNER     0      /* extra journal: its owner */
 
 /* Journal sizing: created zero-filled at OA_JRNL_INITIAL so that the commit

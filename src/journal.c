@@ -185,10 +185,29 @@ static int take_extra(struct oa_file *f, bool *fresh_out)
 			return -1;
 		fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
 		if (fd < 0 && errno == ENOENT) {
-			fd = oa_create_atomic(f, name, fill_jnl, NULL);
-			fresh = fd >= 0;   /* its name is durable (I8) */
+			/* One maker at a time (JMAKE): writers that start
+			 * together would each fill a 4 MiB journal and all but
+			 * one throw theirs away when its link finds the name
+			 * taken, a waste that grew with the square of the
+			 * writers.  The lock's holder looks again first. */
+			if (oa_ctl_lock(f, OA_LOCK_JMAKE, F_WRLCK, 1) < 0)
+				return -1;
+			fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
+			if (fd < 0 && errno == ENOENT) {
+				fd = oa_create_atomic(f, name, fill_jnl, NULL);
+				fresh = fd >= 0;   /* its name is durable (I8) */
+			}
+			int e = errno;
+			oa_ctl_lock(f, OA_LOCK_JMAKE, F_UNLCK, 0);
+			errno = e;
 			if (fd < 0 && errno == EEXIST) {
-				k--;   /* someone else created it: look again */
+				k--;   /* made without the lock (an older
+					* library): look again */
+				continue;
+			}
+			if (fd >= 0 && !fresh && oa_check_safe(f, fd) < 0 &&
+			    (errno != EPERM || oa_narrow(f, fd) < 0)) {
+				oa_xclose(fd);
 				continue;
 			}
 		} else if (fd >= 0 && oa_check_safe(f, fd) < 0 &&

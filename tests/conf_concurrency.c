@@ -16,10 +16,13 @@
  *  4. 70 handles with pending data at once (more journals than the live
  *     area has slots), committed in turn, the last one killed after its
  *     commit point: recovery keeps every commit, in commit order.
+ *  5. 8 threads opening a fresh file at once make one extra journal each,
+ *     none thrown away (JMAKE: FORMAT.md, "Locks").
  *
  * SPDX-License-Identifier: MIT
  */
 #include "testutil.h"
+#include "oatomic-private.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -355,6 +358,57 @@ static void test_many_writers(int crash)
 	free(b);
 }
 
+/* 5. Writers that start together on a fresh file each make one extra
+ * journal, not several: before JMAKE each filled a 4 MiB journal per name
+ * it tried and threw it away when another's link took the name (8 writers:
+ * about 10 MiB each, and growing with their number). */
+#define NSTART 8
+static pthread_barrier_t start_bar;
+
+static void *start_writer(void *arg)
+{
+	unsigned char b[4096];
+	oa_file *f;
+	tu_fill(b, sizeof(b), (uint64_t)(uintptr_t)arg, 0);
+	pthread_barrier_wait(&start_bar);
+	f = oa_open(path, O_RDWR, 0);
+	if (!f || oa_pwrite(f, b, sizeof(b), (off_t)(uintptr_t)arg * 4096) !=
+			  (ssize_t)sizeof(b) ||
+	    oa_commit(f) < 0) {
+		perror("start_writer");
+		exit(1);
+	}
+	pthread_barrier_wait(&start_bar);   /* all open: NSTART journals */
+	oa_close(f);
+	return NULL;
+}
+
+static void test_start_together(void)
+{
+	pthread_t t[NSTART];
+	struct oa_stats st;
+
+	for (int round = 0; round < 5; round++) {
+		path = tu_path("start%d", round);
+		tu_write_file(path, "", 0, 0644);
+		pthread_barrier_init(&start_bar, NULL, NSTART);
+		oa__stats_reset();
+		for (uintptr_t i = 0; i < NSTART; i++)
+			CHECK(pthread_create(&t[i], NULL, start_writer,
+					     (void *)i) == 0);
+		for (int i = 0; i < NSTART; i++)
+			pthread_join(t[i], NULL);
+		pthread_barrier_destroy(&start_bar);
+		oa__stats_get(&st);
+		/* NSTART - 1 extra journals of 4 MiB, journal 0, the
+		 * records and the applies: well under NSTART x 4 MiB */
+		CHECKF(st.bytes_written < (uint64_t)NSTART * (4u << 20),
+		       "round %d: %d writers starting together wrote %llu "
+		       "bytes (a journal made and thrown away?)", round,
+		       NSTART, (unsigned long long)st.bytes_written);
+	}
+}
+
 int main(void)
 {
 	int p;
@@ -366,5 +420,6 @@ int main(void)
 		test_killed_mid_commit(p);
 	test_many_writers(0);
 	test_many_writers(1);
+	test_start_together();
 	return 0;
 }
