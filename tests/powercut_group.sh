@@ -9,15 +9,17 @@
 # rewrites the three files with the round's stamp and commits them as one
 # group, again and again, acknowledging each group in a file OUTSIDE both
 # mounts (fdatasync'd); after a random 0-300 ms, FS_IOC_SHUTDOWN with
-# NOLOGFLUSH cuts the ext4, the XFS or both (by turns), the writer is
-# killed, both are unmounted and mounted again (log replay).  Then ONE of
+# NOLOGFLUSH cuts the ext4, the XFS or both, the writer is killed, both are
+# unmounted and mounted again (log replay); or, every fourth round, the
+# writer is only killed (SIGKILL: the kill torture across the two file
+# systems).  Then ONE of
 # the files, chosen at random, is recovered, and the three are read with
 # read(2): they must carry one stamp, the last acknowledged group's or the
 # next one's; then every file is recovered and read through the library:
 # the same (conf_group check).
 #
 # Needs root, loop devices, mkfs.ext4 and mkfs.xfs; skips (77) otherwise.
-# Environment: POWERCUT_GROUP_CUTS (else POWERCUT_CUTS, else 120), POWERCUT_SEED, OA_TEST_DIR,
+# Environment: POWERCUT_GROUP_CUTS (rounds; else POWERCUT_CUTS, else 160), POWERCUT_SEED, OA_TEST_DIR,
 # BUILD.
 
 set -u
@@ -34,7 +36,7 @@ need_loop_mounts mkfs.ext4 mkfs.xfs
 for t in "$T" "$G"; do
 	[ -x "$t" ] || { echo "powercut_group: $t not built"; exit 1; }
 done
-CUTS=${POWERCUT_GROUP_CUTS:-${POWERCUT_CUTS:-120}}
+CUTS=${POWERCUT_GROUP_CUTS:-${POWERCUT_CUTS:-160}}
 RANDOM=${POWERCUT_SEED:-$$}
 echo "NOTE: seed ${POWERCUT_SEED:-$$} (POWERCUT_SEED repeats it)"
 
@@ -64,10 +66,10 @@ ACK=$work/ack
 "$G" init "$A" "$B" "$C" || exit 1
 sync
 
-names=(ext4 XFS both)
+names=(ext4 XFS both kill)
 declare -A cuts_of=()
 for ((i = 1; i <= CUTS; i++)); do
-	which=$((i % 3))
+	which=$((i % 4))
 	"$G" writer "$A" "$B" "$C" "$ACK" 2>>"$work/writer.log" &
 	WPID=$!
 	sleep_ms $((RANDOM % 300))
@@ -75,8 +77,9 @@ for ((i = 1; i <= CUTS; i++)); do
 	0) mnts=("$E") ;;
 	1) mnts=("$X") ;;
 	2) mnts=("$E" "$X") ;;
+	3) mnts=() ;;   # the writer killed, no cut: the page caches stay
 	esac
-	for m in "${mnts[@]}"; do
+	for m in ${mnts[@]+"${mnts[@]}"}; do
 		sd=$("$T" shutdown "$m" 2>&1)
 		case $? in
 		0) ;;
@@ -87,12 +90,14 @@ for ((i = 1; i <= CUTS; i++)); do
 	kill -9 $WPID 2>/dev/null
 	wait $WPID 2>/dev/null
 	WPID=
-	for m in "$E" "$X"; do
-		for n in 1 2 3 4 5; do umount "$m" 2>/dev/null && break; sleep 0.2; done
-		mountpoint -q "$m" && { echo "cut $i: umount $m failed"; exit 1; }
-	done
-	mount "$LE" "$E" || { echo "cut $i: mount of ext4 after the cut failed"; dmesg | tail; exit 1; }
-	mount "$LX" "$X" || { echo "cut $i: mount of XFS after the cut failed"; dmesg | tail; exit 1; }
+	if [ $which != 3 ]; then
+		for m in "$E" "$X"; do
+			for n in 1 2 3 4 5; do umount "$m" 2>/dev/null && break; sleep 0.2; done
+			mountpoint -q "$m" && { echo "cut $i: umount $m failed"; exit 1; }
+		done
+		mount "$LE" "$E" || { echo "cut $i: mount of ext4 after the cut failed"; dmesg | tail; exit 1; }
+		mount "$LX" "$X" || { echo "cut $i: mount of XFS after the cut failed"; dmesg | tail; exit 1; }
+	fi
 	if ! out=$("$G" check "$A" "$B" "$C" "$ACK" 2>&1); then
 		echo "cut $i (${names[$which]}): VIOLATION"
 		echo "$out"
@@ -101,5 +106,5 @@ for ((i = 1; i <= CUTS; i++)); do
 	cuts_of[${names[$which]}]=$(( ${cuts_of[${names[$which]}]:-0} + 1 ))
 done
 last=$(tail -n 1 "$ACK" 2>/dev/null)
-echo "powercut_group: $CUTS cuts (ext4 ${cuts_of[ext4]:-0}, XFS ${cuts_of[XFS]:-0}, both ${cuts_of[both]:-0}), 0 violations; last acknowledged group ${last:-none}"
+echo "powercut_group: $CUTS rounds (cuts of the ext4 ${cuts_of[ext4]:-0}, of the XFS ${cuts_of[XFS]:-0}, of both ${cuts_of[both]:-0}; the writer killed, no cut ${cuts_of[kill]:-0}), 0 violations; last acknowledged group ${last:-none}"
 exit 0
