@@ -12,11 +12,21 @@
 # NOLOGFLUSH cuts the ext4, the XFS or both, the writer is killed, both are
 # unmounted and mounted again (log replay); or, every fourth round, the
 # writer is only killed (SIGKILL: the kill torture across the two file
-# systems).  Then ONE of
-# the files, chosen at random, is recovered, and the three are read with
-# read(2): they must carry one stamp, the last acknowledged group's or the
-# next one's; then every file is recovered and read through the library:
-# the same (conf_group check).
+# systems).  Then the files are recovered - after a kill ONE of them,
+# chosen at random, after a cut all three - and read with read(2): they
+# must carry one stamp, the last acknowledged group's or the next one's;
+# then every file is recovered and read through the library: the same
+# (conf_group check).
+#
+# Why all three after a cut: on ext4, after FS_IOC_SHUTDOWN (NOLOGFLUSH), a
+# size change that fsync or fdatasync had made durable is sometimes gone -
+# shown without oatomic (pwrite and ftruncate, fsync, an acknowledgement,
+# the cut: 13 of 150 cuts with the machine busy, tests/TESTING.md).  The
+# group's members are checkpointed after such a flush (G5), so recovery
+# through a member that finds itself settled does not visit a coordinator
+# whose file lost the size; recovering that coordinator replays it.  The
+# simulator checks recovery through one file under power loss with flushes
+# that keep what they promise; the kill rounds here check it on the kernel.
 #
 # Needs root, loop devices, mkfs.ext4 and mkfs.xfs; skips (77) otherwise.
 # Environment: POWERCUT_GROUP_CUTS (rounds; else POWERCUT_CUTS, else 160), POWERCUT_SEED, OA_TEST_DIR,
@@ -98,7 +108,11 @@ for ((i = 1; i <= CUTS; i++)); do
 		mount "$LE" "$E" || { echo "cut $i: mount of ext4 after the cut failed"; dmesg | tail; exit 1; }
 		mount "$LX" "$X" || { echo "cut $i: mount of XFS after the cut failed"; dmesg | tail; exit 1; }
 	fi
-	if ! out=$("$G" check "$A" "$B" "$C" "$ACK" 2>&1); then
+	# After a cut every file is recovered before the first read; after a
+	# kill, one file chosen at random (see the top).
+	first=3
+	[ $which = 3 ] && first=-1
+	if ! out=$("$G" check "$A" "$B" "$C" "$ACK" --first $first 2>&1); then
 		echo "cut $i (${names[$which]}): VIOLATION"
 		echo "$out"
 		exit 1
