@@ -18,10 +18,11 @@
 # then every file is recovered and read through the library: the same
 # (conf_group check).
 #
-# Why all three after a cut: on ext4, after FS_IOC_SHUTDOWN (NOLOGFLUSH), a
-# size change that fsync or fdatasync had made durable is sometimes gone -
+# Why all three after a cut: after FS_IOC_SHUTDOWN (NOLOGFLUSH), a size
+# change that fsync or fdatasync had made durable is sometimes gone -
 # shown without oatomic (pwrite and ftruncate, fsync, an acknowledgement,
-# the cut: 13 of 150 cuts with the machine busy, tests/TESTING.md).  The
+# the cut: ext4 13 of 150 cuts with the machine busy, XFS 1 of 100;
+# docs/TESTING.md, "Sizes after a cut").  The
 # group's members are checkpointed after such a flush (G5), so recovery
 # through a member that finds itself settled does not visit a coordinator
 # whose file lost the size; recovering that coordinator replays it.  The
