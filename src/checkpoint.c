@@ -29,6 +29,18 @@ static int flush_target(struct oa_file *f, struct oa_live *l)
 	return 0;
 }
 
+/* The checkpoint record for every commit up to the live area's last_seq,
+ * whose apply a flush of the file that returned 0 made durable (I5). */
+static int ckpt_record(struct oa_file *f, struct oa_live *l)
+{
+	if (oa_ctl_write_ckpt(f, l->last_seq) < 0)
+		return -1;
+	l->ckpt_seq = l->last_seq;
+	for (int i = 0; i < OA_LIVE_JMAX; i++)
+		l->jmax[i] = 0;
+	return oa_live_write(f, l);
+}
+
 int oa_checkpoint_locked(struct oa_file *f)
 {
 	struct oa_live l;
@@ -44,7 +56,7 @@ int oa_checkpoint_locked(struct oa_file *f)
 		return -1;
 	if (flush_target(f, &l) < 0)
 		return -1;
-	return oa_checkpoint_flushed_locked(f);
+	return ckpt_record(f, &l);
 }
 
 int oa_flush_target_locked(struct oa_file *f)
@@ -63,14 +75,7 @@ int oa_checkpoint_flushed_locked(struct oa_file *f)
 	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (oa_live_read(f, &l) < 0)
 		return -1;
-	if (l.last_seq <= l.ckpt_seq)
-		return 0;
-	if (oa_ctl_write_ckpt(f, l.last_seq) < 0)
-		return -1;
-	l.ckpt_seq = l.last_seq;
-	for (int i = 0; i < OA_LIVE_JMAX; i++)
-		l.jmax[i] = 0;
-	return oa_live_write(f, &l);
+	return l.last_seq <= l.ckpt_seq ? 0 : ckpt_record(f, &l);
 }
 
 /* Remove the extra journals (.NAME.oaj-K, K >= 1) once no handle is left:

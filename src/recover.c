@@ -1417,6 +1417,33 @@ int oa_check_handle(struct oa_file *f, const char *path, FILE *out)
 		     (unsigned long long)S.acc[0].seq,
 		     (unsigned long long)S.acc[S.nacc - 1].seq);
 		ret = 1;
+		/* records of groups: which file decides them, or settles */
+		for (size_t i = 0, told = 0; i < S.nacc && told < 8; i++) {
+			const struct acc *a = &S.acc[i];
+			struct oa_commit_hdr ch;
+			struct oa_group g;
+			struct oa_gref c;
+			unsigned char *body;
+			if (!a->role || read_commit(&S, a, &body, &ch) < 0)
+				continue;
+			oa_group_get(body, &ch, &g);
+			oa_gref_get(&g, 0, &c);
+			if (a->role == OA_GRP_MEMBER)
+				note(&S, "commit %llu is part of group %016llx, "
+				     "committed if its coordinator %.*s holds "
+				     "the group's commit point",
+				     (unsigned long long)a->seq,
+				     (unsigned long long)g.gid, (int)c.plen,
+				     c.path);
+			else
+				note(&S, "commit %llu is the commit point of group "
+				     "%016llx (%u other file(s), the first %.*s)",
+				     (unsigned long long)a->seq,
+				     (unsigned long long)g.gid, g.nref,
+				     (int)c.plen, c.path);
+			free(body);
+			told++;
+		}
 	}
 	if (S.ninc && ret < 2)
 		note(&S, "a torn last commit (journal %s, seq %llu, LSN %llu) "

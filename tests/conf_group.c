@@ -9,6 +9,7 @@
  *    transaction pending;
  *  - bad input: n == 0, NULL, a handle twice, two handles of one file, a
  *    read-only handle, an unlinked member, an inherited handle;
+ *  - oatomic check names a group's coordinator and commit point;
  *  - a file of the group moved away before recovery: refused (EUCLEAN)
  *    from either side, settled once it is back, dropped by --discard;
  *  - the kill torture over a group: a writer rewrites the three files with
@@ -378,6 +379,22 @@ static void test_unreachable(void)
 {
 	char moved[PATH_MAX];
 	int c = coordinator(), m = (c + 1) % NF;
+
+	/* oatomic check says which file decides a member's record */
+	crash_at_decision();
+	for (int i = 0; i < NF; i++) {
+		char *say = NULL;
+		size_t slen = 0;
+		FILE *out = open_memstream(&say, &slen);
+		CHECK_EQ(oa__check(P[i], NULL, out), 1);
+		fclose(out);
+		CHECKF(strstr(say, i == c ? "the commit point of group"
+					  : "is part of group"),
+		       "oatomic check on %s said: %s", P[i], say);
+		free(say);
+	}
+	for (int i = 0; i < NF; i++)
+		CHECK_OK(oa_recover(P[i]));
 
 	/* the coordinator moved: its member is refused */
 	crash_at_decision();
