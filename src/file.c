@@ -294,7 +294,21 @@ static int identify(struct oa_file *f)
 		errno = EISDIR;
 		return -1;
 	}
+	if (S_ISBLK(st.st_mode) && (f->opt.journal_dir || f->acc == O_RDONLY)) {
+		/* A block device: its journal in the directory the caller
+		 * names, under its stable identity (home.c). */
+		f->blkdev = true;
+		f->dev = st.st_rdev;
+		f->uid = st.st_uid;
+		f->gid = st.st_gid;
+		f->mode = st.st_mode & 07777;
+		/* read-only without a journal directory: no journal to find
+		 * (nor an identity needed) */
+		return f->opt.journal_dir ? oa_blkdev_identity(st.st_rdev, &f->ino)
+					  : 0;
+	}
 	if (!S_ISREG(st.st_mode)) {
+		/* (a block device without a journal directory: EINVAL) */
 		errno = EINVAL;
 		return -1;
 	}
@@ -320,8 +334,11 @@ static int identify(struct oa_file *f)
 /* Names in a journal directory: ".NAME.<ino>" (many files share it). */
 static int set_prefix(struct oa_file *f, const char *base)
 {
-	if (asprintf(&f->prefix, ".%s.%llx", base,
-		     (unsigned long long)f->ino) < 0) {
+	/* a block device's /dev name may change: its identity only */
+	if (f->blkdev ? asprintf(&f->prefix, ".blkdev.%016llx",
+				 (unsigned long long)f->ino) < 0
+		      : asprintf(&f->prefix, ".%s.%llx", base,
+				 (unsigned long long)f->ino) < 0) {
 		f->prefix = NULL;
 		errno = ENOMEM;
 		return -1;
@@ -497,7 +514,7 @@ static struct oa_file *handle_open_ex(int dirfd, const char *path,
 		errno = EFAULT;
 		return NULL;
 	}
-	if (acc == O_ACCMODE || (flags & (O_APPEND | O_DIRECT | O_PATH)) ||
+	if (acc == O_ACCMODE || (flags & (O_APPEND | O_PATH)) ||
 	    (flags & O_TMPFILE) == O_TMPFILE || (flags & O_DIRECTORY)) {
 		errno = EINVAL;
 		return NULL;
@@ -535,6 +552,13 @@ static struct oa_file *handle_open_ex(int dirfd, const char *path,
 		goto fail;
 	if (identify(f) < 0)
 		goto fail;
+	/* O_DIRECT (and O_DSYNC) ask for a block device's atomic writes
+	 * (RWF_ATOMIC needs direct I/O): the library does its own I/O, so
+	 * they change nothing; on a file, O_DIRECT is refused as before. */
+	if ((flags & O_DIRECT) && !f->blkdev) {
+		errno = EINVAL;
+		goto fail;
+	}
 	/* The journals belong to the file, not to the name it was opened by:
 	 * through a symbolic link they are kept beside the file it points to,
 	 * so every opener and every recovery finds the same ones; home.c
@@ -575,6 +599,8 @@ static struct oa_file *handle_open_ex(int dirfd, const char *path,
 				    O_RDONLY | O_DIRECTORY, 0);
 		if (f->dfd < 0 || set_prefix(f, base) < 0)
 			goto fail;
+	} else if (f->blkdev) {
+		f->dfd = -1;   /* a device read without a journal: none */
 	} else if (oa_home_find(f, base, purpose == P_WORK && f->tfd_rw) < 0) {
 		goto fail;
 	}
@@ -591,7 +617,9 @@ static struct oa_file *handle_open_ex(int dirfd, const char *path,
 	} else {
 		oa_method_recovery(f);
 	}
-	if (oa_ctl_open(f, purpose == P_WORK && f->tfd_rw) < 0) {
+	if (f->dfd < 0) {
+		f->cfd = -1;   /* no journal directory: no control file */
+	} else if (oa_ctl_open(f, purpose == P_WORK && f->tfd_rw) < 0) {
 		/* Another user's control file that the file's owner (or
 		 * root) may not trust (the file was chown-ed since, or made
 		 * by a user who may no longer write it): rather than be
@@ -752,7 +780,7 @@ static int usable(struct oa_file *f)
  * control file; look again, one may exist now. */
 static void find_ctl(struct oa_file *f)
 {
-	if (f->cfd >= 0 || f->forkgen != oa_fork_gen())
+	if (f->cfd >= 0 || f->dfd < 0 || f->forkgen != oa_fork_gen())
 		return;
 	if (oa_ctl_open(f, false) < 0) {
 		f->cfd = -1;
@@ -948,6 +976,9 @@ int oa_fstat(oa_file *f, struct stat *st)
 	if (read_lock(f) < 0)
 		return -1;
 	r = oa_xfstat(f->tfd, st);
+	uint64_t cap;
+	if (r == 0 && f->blkdev && oa_xfsize(f->tfd, &cap) == 0)
+		st->st_size = (off_t)cap;   /* the size the handle sees */
 	if (r == 0 && f->pending)
 		st->st_size = (off_t)oa_view_size(f, (uint64_t)st->st_size);
 	read_unlock(f);
@@ -1015,6 +1046,16 @@ ssize_t oa_pwritev(oa_file *f, const struct iovec *iov, int iovcnt, off_t off)
 	}
 	if (total == 0)
 		return 0;
+	if (f->blkdev && total <= OA_OFF_MAX - (uint64_t)off) {
+		/* a device does not grow: past its end, pwrite(2)'s ENOSPC */
+		uint64_t cap;
+		if (oa_xfsize(f->tfd, &cap) < 0)
+			return -1;
+		if ((uint64_t)off + total > cap) {
+			errno = ENOSPC;
+			return -1;
+		}
+	}
 	if (total > OA_OFF_MAX - (uint64_t)off ||
 	    too_big(f, (uint64_t)off + total)) {
 		errno = EFBIG;
@@ -1058,8 +1099,8 @@ int oa_ftruncate(oa_file *f, off_t length)
 {
 	if (writable(f) < 0)
 		return -1;
-	if (length < 0) {
-		errno = EINVAL;
+	if (length < 0 || f->blkdev) {
+		errno = EINVAL;   /* ftruncate(2) of a device, too */
 		return -1;
 	}
 	if (too_big(f, (uint64_t)length)) {
@@ -1328,6 +1369,12 @@ int oa_commit_group(oa_file *const files[], size_t n)
 			e = errno;
 			goto out;
 		}
+		/* not yet in a group: recovery finds members by a path
+		 * checked by inode, which a device's /dev name is not */
+		if (files[i]->blkdev) {
+			e = EINVAL;
+			goto out;
+		}
 		fs[i] = files[i];
 	}
 	/* One handle per file: two handles of one inode (or one handle
@@ -1503,7 +1550,7 @@ int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
 	/* A read-only handle never commits: report what a writer would use. */
 	io.method = oa_method_of(f, &c);
 	io.fs_magic = c.fs_magic;
-	const char *fsn = oa__fs_name(io.fs_magic);
+	const char *fsn = f->blkdev ? "blockdev" : oa__fs_name(io.fs_magic);
 	if (fsn)
 		snprintf(io.fs_name, sizeof(io.fs_name), "%s", fsn);
 	else
@@ -1523,7 +1570,9 @@ int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
 
 	/* largest transaction: free space of the journal's file system less
 	 * a reserve of 1/64, capped by the handle's option */
-	if (oa_sys->fstatfs(f->dfd, &sfs) < 0)
+	memset(&sfs, 0, sizeof(sfs));   /* no journal (a device read
+					 * without one): 0 */
+	if (f->dfd >= 0 && oa_sys->fstatfs(f->dfd, &sfs) < 0)
 		return -1;
 	uint64_t bsize = sfs.f_bsize > 0 ? (uint64_t)sfs.f_bsize : 0;
 	uint64_t avail = (uint64_t)sfs.f_bavail;

@@ -41,6 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -476,4 +478,95 @@ int oa_home_leave(struct oa_file *f, const char *base)
 out:
 	oa_lock(f->tfd, OA_HOME_LOCK, F_UNLCK, 0);
 	return r;
+}
+
+/*
+ * Block devices: a device has no inode of its own to hold a home, and its
+ * /dev name (loop3, sdb) can change across reboots or go to another disk.
+ * The caller names the journal directory; the sidecars' names there, and
+ * the "inode" their header slots record, come from the device's stable
+ * identity (FNV-1a, 64 bits, of the string below), so a journal is found
+ * again under another /dev name and never replayed onto another disk:
+ *   loop device   "loop:" its backing file's path and inode number
+ *   device mapper "dm:" its UUID
+ *   a disk        "wwid:" or "serial:" as sysfs reports it, and its size
+ *   a partition   its disk's identity, ":part" its number and start sector
+ * A device with none of these (a ram disk, an emulated one without a
+ * serial number) is refused (ENODEV): nothing would tell it from another.
+ */
+static int sys_read(const char *path, char *buf, size_t n)
+{
+	int fd = oa_xopenat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	ssize_t r;
+	if (fd < 0)
+		return -1;
+	r = oa_xpread(fd, buf, n - 1, 0);
+	oa_xclose(fd);
+	if (r <= 0)
+		return -1;
+	while (r > 0 && (buf[r - 1] == '\n' || buf[r - 1] == ' '))
+		r--;
+	buf[r] = 0;
+	return r > 0 ? 0 : -1;
+}
+
+static int disk_identity(const char *sys, char *out, size_t n)
+{
+	char p[PATH_MAX], v[PATH_MAX];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/loop/backing_file", sys);
+	if (sys_read(p, v, sizeof(v)) == 0) {
+		/* the file a loop device shows: its path and inode number */
+		if (oa_sys->fstatat(AT_FDCWD, v, &st, 0) < 0)
+			return -1;
+		snprintf(out, n, "loop:%s:%llu", v, (unsigned long long)st.st_ino);
+		return 0;
+	}
+	snprintf(p, sizeof(p), "%s/dm/uuid", sys);
+	if (sys_read(p, v, sizeof(v)) == 0) {
+		snprintf(out, n, "dm:%s", v);
+		return 0;
+	}
+	static const char *const ids[] = { "wwid", "device/wwid", "device/serial",
+					   "serial" };
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		char sz[32];
+		snprintf(p, sizeof(p), "%s/%s", sys, ids[i]);
+		if (sys_read(p, v, sizeof(v)) < 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/size", sys);
+		if (sys_read(p, sz, sizeof(sz)) < 0)
+			sz[0] = 0;
+		snprintf(out, n, "%s:%s:%s", ids[i], v, sz);
+		return 0;
+	}
+	return -1;
+}
+
+int oa_blkdev_identity(dev_t rdev, uint64_t *id)
+{
+	char sys[96], p[PATH_MAX], ident[2 * PATH_MAX], part[32], start[32];
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(rdev),
+		 minor(rdev));
+	snprintf(p, sizeof(p), "%s/partition", sys);
+	if (sys_read(p, part, sizeof(part)) == 0) {
+		char disk[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/start", sys);
+		snprintf(disk, sizeof(disk), "%s/..", sys);
+		if (sys_read(p, start, sizeof(start)) < 0 ||
+		    disk_identity(disk, ident, sizeof(ident) - 64) < 0) {
+			errno = ENODEV;
+			return -1;
+		}
+		size_t l = strlen(ident);
+		snprintf(ident + l, sizeof(ident) - l, ":part%s:%s", part, start);
+	} else if (disk_identity(sys, ident, sizeof(ident)) < 0) {
+		errno = ENODEV;
+		return -1;
+	}
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (const unsigned char *c = (const unsigned char *)ident; *c; c++)
+		h = (h ^ *c) * 0x100000001b3ull;
+	*id = h ? h : 1;
+	return 0;
 }

@@ -135,6 +135,8 @@ struct oa_file {
 	int (*group_settle)(struct oa_file *f, const struct oa_gref *r,
 			    uint64_t gid);
 	bool jdir;          /* opened with oa_options.journal_dir */
+	bool blkdev;        /* a block device: ino is its identity (home.c),
+			     * its journal in jdir, no truncate, no group */
 	/* coordinators of groups this handle's recovery found decided (their
 	 * strings malloc'd): recovered in turn once its locks are released,
 	 * so that recovery through a member settles the whole group */
@@ -481,6 +483,9 @@ int oa_home_leave(struct oa_file *f, const char *base);
 /* At a writer's first change: the home's recorded path follows a renamed
  * directory (best effort). */
 void oa_home_refresh(struct oa_file *f);
+/* The stable identity of block device RDEV (home.c says from what), as the
+ * "inode" its sidecars record: 0, or -1 with ENODEV (none to be had). */
+int oa_blkdev_identity(dev_t rdev, uint64_t *id);
 
 /* ---- journal.c: a handle's journal and its pending transaction ---- */
 /* Exchange method.  Index extents whose joff has OA_SHADOW set hold their

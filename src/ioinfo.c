@@ -392,6 +392,32 @@ static bool journal_elsewhere(struct oa_file *f, const struct stat *st)
 	       oa_xfstat(f->dfd, &d) == 0 && d.st_dev != st->st_dev;
 }
 
+/* A block device: no file system to probe (nothing may be created in
+ * /dev), no reflink or exchange; its atomic write unit is the device's own
+ * (statx on the device reports the queue's limits), its block the logical
+ * sector. */
+static int blkdev_caps(struct oa_file *f, struct oa_caps *c)
+{
+	struct oa_statx sx;
+	int ssz = 0;
+	if (oa_sys->ioctl(f->tfd, BLKSSZGET, &ssz) == 0 && ssz > 0)
+		c->blk = (uint32_t)ssz;
+	if (oa_xstatx(f->tfd, STATX_DIOALIGN | STATX_WRITE_ATOMIC, &sx) == 0) {
+		if (sx.stx_mask & STATX_DIOALIGN) {
+			c->dio_mem = sx.stx_dio_mem_align;
+			c->dio_off = sx.stx_dio_offset_align;
+		}
+		if (sx.stx_mask & STATX_WRITE_ATOMIC) {
+			c->awu_min = sx.stx_atomic_write_unit_min;
+			c->awu_max = sx.stx_atomic_write_unit_max;
+			c->awu_segs = sx.stx_atomic_write_segments_max;
+		}
+	}
+	c->awu_hw = c->awu_max;
+	c->rwf_atomic = c->awu_max > 0;
+	return 0;
+}
+
 int oa_caps_get(struct oa_file *f, struct oa_caps *c)
 {
 	struct statfs sfs;
@@ -402,6 +428,8 @@ int oa_caps_get(struct oa_file *f, struct oa_caps *c)
 	uint32_t max_opt = 0;
 
 	memset(c, 0, sizeof(*c));
+	if (f->blkdev)
+		return blkdev_caps(f, c);
 	if (oa_sys->fstatfs(f->tfd, &sfs) < 0 || oa_xfstat(f->tfd, &st) < 0)
 		return -1;
 	c->fs_magic = (unsigned long)sfs.f_type;

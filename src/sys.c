@@ -4,6 +4,7 @@
  * file-system work.
  */
 #include <errno.h>
+#include <linux/fs.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,11 +398,23 @@ int oa_xstatx(int fd, unsigned mask, struct oa_statx *sx)
 	return oa_sys->statx(fd, "", AT_EMPTY_PATH, mask, sx);
 }
 
+/* A block device's size is its capacity (its st_size is 0). */
+static int blk_size(int fd, uint64_t *size)
+{
+	uint64_t v = 0;
+	if (oa_sys->ioctl(fd, BLKGETSIZE64, &v) < 0)
+		return -1;
+	*size = v;
+	return 0;
+}
+
 int oa_xfsize(int fd, uint64_t *size)
 {
 	struct oa_statx sx;
 	struct stat st;
-	if (oa_xstatx(fd, OA_STATX_SIZE, &sx) == 0) {
+	if (oa_xstatx(fd, OA_STATX_SIZE | OA_STATX_TYPE, &sx) == 0) {
+		if ((sx.stx_mask & OA_STATX_TYPE) && S_ISBLK(sx.stx_mode))
+			return blk_size(fd, size);
 		if (sx.stx_mask & OA_STATX_SIZE) {
 			*size = sx.stx_size;
 			return 0;
@@ -411,6 +424,8 @@ int oa_xfsize(int fd, uint64_t *size)
 	}
 	if (oa_sys->fstat(fd, &st) < 0)
 		return -1;
+	if (S_ISBLK(st.st_mode))
+		return blk_size(fd, size);
 	*size = (uint64_t)st.st_size;
 	return 0;
 }

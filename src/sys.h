@@ -63,6 +63,7 @@ _Static_assert(sizeof(struct oa_xfs_exchange_range) == 40,
 /* statx(2) as the kernel lays it out (include/uapi/linux/stat.h): glibc's
  * struct statx predates the fields we need, so our own copy. */
 #define OA_STATX_SIZE 0x00000200U   /* STATX_SIZE */
+#define OA_STATX_TYPE 0x00000001U   /* STATX_TYPE */
 #ifndef AT_EMPTY_PATH
 #define AT_EMPTY_PATH 0x1000
 #endif

@@ -104,6 +104,16 @@ int tool_error_jdir(const char *path, const char *jdir, const char *what,
 	}
 	/* oa_open's EINVAL for a path that is no regular file */
 	if (err == EINVAL && !what && stat(path, &st) == 0 &&
+	    S_ISBLK(st.st_mode) && !jdir)
+		return tool_errorf(path, "a block device: its journal needs a "
+				   "directory of its own (--journal-dir DIR)");
+	if (err == ENODEV && !what && stat(path, &st) == 0 &&
+	    S_ISBLK(st.st_mode))
+		return tool_errorf(path, "a block device with no stable "
+				   "identity (no loop backing file, device "
+				   "mapper UUID, WWID or serial number): a "
+				   "journal could be replayed onto another disk");
+	if (err == EINVAL && !what && stat(path, &st) == 0 &&
 	    !S_ISREG(st.st_mode))
 		return tool_errorf(path, "not a regular file");
 	return tool_error(path, what, err);
