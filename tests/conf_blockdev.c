@@ -365,6 +365,8 @@ int main(int argc, char **argv)
 	torture(dev, kills);
 	detach(dev);
 	test_identity();
+	free((char *)img);
+	free((char *)jdir);
 	tu_note("conf_blockdev: PASS");
 	return 0;
 }

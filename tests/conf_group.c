@@ -535,6 +535,8 @@ int main(int argc, char **argv)
 	test_errors();
 	test_unreachable();
 	torture(kills);
+	for (int i = 0; i < NF; i++)
+		free((char *)P[i]);
 	tu_note("conf_group: PASS");
 	return 0;
 }
