@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include "oatomic-private.h"
+#include "torture.h"
 
 #define DEV_MB   64
 #define NBLK     16
@@ -136,15 +137,13 @@ static int64_t dev_stamp(const char *dev, int verbose)
 	return s;
 }
 
+/* The last acknowledged round (torture.c reads the lines). */
 static uint64_t read_ack(const char *ackfile)
 {
-	FILE *fp = fopen(ackfile, "r");
-	unsigned long long v, last = 0;
-	if (!fp)
-		return 0;
-	while (fscanf(fp, "%llu", &v) == 1)
-		last = v;
-	fclose(fp);
+	uint64_t *v, last;
+	long n = tort_read_ackfile(ackfile, &v);
+	last = n > 0 ? v[n - 1] : 0;
+	free(v);
 	return last;
 }
 
@@ -153,14 +152,13 @@ static int writer(const char *dev, const char *jdir, const char *ackfile,
 {
 	unsigned char b[BLK];
 	oa_file *f = open_dev(dev, jdir, O_RDWR);
-	int ackfd = open(ackfile, O_WRONLY | O_APPEND | O_CREAT, 0644);
-	if (!f || ackfd < 0 || oa_pread(f, b, 8, (off_t)blk_off(0)) != 8)
+	/* acks only while the journal's file system is up (torture.c) */
+	struct tort_acker a = { .sync = 1, .file = jdir };
+	a.fd = open(ackfile, O_WRONLY | O_APPEND | O_CREAT, 0644);
+	if (!f || a.fd < 0 || oa_pread(f, b, 8, (off_t)blk_off(0)) != 8)
 		return 2;
 	uint64_t k = tu_get_stamp(b);
-	char line[32];
-	int len = snprintf(line, sizeof(line), "%llu\n", (unsigned long long)k);
-	if (write(ackfd, line, (size_t)len) != len || fdatasync(ackfd) < 0)
-		return 2;
+	tort_ack_send(&a, k);
 	for (int round = 0;; round++) {
 		k++;
 		tu_fill_stamp(b, BLK, k);
@@ -173,11 +171,7 @@ static int writer(const char *dev, const char *jdir, const char *ackfile,
 			fprintf(stderr, "writer: oa_commit: %s\n", strerror(errno));
 			return 2;
 		}
-		len = snprintf(line, sizeof(line), "%llu\n",
-			       (unsigned long long)k);
-		if (write(ackfd, line, (size_t)len) != len ||
-		    fdatasync(ackfd) < 0)
-			return 2;
+		tort_ack_send(&a, k);
 	}
 }
 

@@ -18,11 +18,11 @@
 # then every file is recovered and read through the library: the same
 # (conf_group check).
 #
-# Why all three after a cut: after FS_IOC_SHUTDOWN (NOLOGFLUSH), a size
-# change that fsync or fdatasync had made durable is sometimes gone -
-# shown without oatomic (pwrite and ftruncate, fsync, an acknowledgement,
-# the cut: ext4 13 of 150 cuts with the machine busy, XFS 1 of 100;
-# docs/TESTING.md, "Sizes after a cut").  The
+# Why all three after a cut: after FS_IOC_SHUTDOWN (NOLOGFLUSH) the
+# coordinator's file on ext4 sometimes held an acknowledged group's bytes
+# with the size before it, also with acknowledgements given only while
+# both file systems were up (1 of 300 cuts of both; docs/TESTING.md,
+# "Sizes after a cut").  The
 # group's members are checkpointed after such a flush (G5), so recovery
 # through a member that finds itself settled does not visit a coordinator
 # whose file lost the size; recovering that coordinator replays it.  The

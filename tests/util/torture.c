@@ -121,12 +121,12 @@ void tort_ack_open(struct tort_acker *a, const struct tort_wopts *o)
  * is, on ext4 and XFS): if it is not, everything the writer did so far
  * completed before the cut.
  */
-static void ack_check_alive(const struct tort_acker *a)
+void tort_check_alive(const char *file)
 {
-	int fd = open(a->file, O_RDONLY | O_CLOEXEC);
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		fprintf(stderr, "torture: %s: %s: file system shut down, ack "
-			"withheld\n", a->file, strerror(errno));
+			"withheld\n", file, strerror(errno));
 		exit(4);
 	}
 	close(fd);
@@ -137,7 +137,7 @@ void tort_ack_send(struct tort_acker *a, uint64_t k)
 	int r;
 
 	if (a->sync)
-		ack_check_alive(a);
+		tort_check_alive(a->file);
 
 	if (a->binary) {
 		r = wl_write_all(a->fd, &k, sizeof(k));

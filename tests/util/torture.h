@@ -368,6 +368,10 @@ struct tort_acker {
 };
 void tort_ack_open(struct tort_acker *a, const struct tort_wopts *o);
 void tort_ack_send(struct tort_acker *a, uint64_t k);
+/* Exit 4 ("ack withheld") if FILE's file system was shut down (a power
+ * cut by FS_IOC_SHUTDOWN, after which some calls still return 0 without
+ * reaching the disk): call for every file system a durable ack covers. */
+void tort_check_alive(const char *file);
 
 /* oa_open(FILE, O_RDWR | O_CREAT), or exit(2). */
 oa_file *tort_w_open(const char *file);
