@@ -396,23 +396,28 @@ static bool journal_elsewhere(struct oa_file *f, const struct stat *st)
  * /dev), no reflink or exchange; its atomic write unit is the device's own
  * (statx on the device reports the queue's limits), its block the logical
  * sector. */
+/* The direct I/O alignment and atomic write units statx reported. */
+static void statx_caps(const struct oa_statx *sx, struct oa_caps *c)
+{
+	if (sx->stx_mask & STATX_DIOALIGN) {
+		c->dio_mem = sx->stx_dio_mem_align;
+		c->dio_off = sx->stx_dio_offset_align;
+	}
+	if (sx->stx_mask & STATX_WRITE_ATOMIC) {
+		c->awu_min = sx->stx_atomic_write_unit_min;
+		c->awu_max = sx->stx_atomic_write_unit_max;
+		c->awu_segs = sx->stx_atomic_write_segments_max;
+	}
+}
+
 static int blkdev_caps(struct oa_file *f, struct oa_caps *c)
 {
 	struct oa_statx sx;
 	int ssz = 0;
 	if (oa_sys->ioctl(f->tfd, BLKSSZGET, &ssz) == 0 && ssz > 0)
 		c->blk = (uint32_t)ssz;
-	if (oa_xstatx(f->tfd, STATX_DIOALIGN | STATX_WRITE_ATOMIC, &sx) == 0) {
-		if (sx.stx_mask & STATX_DIOALIGN) {
-			c->dio_mem = sx.stx_dio_mem_align;
-			c->dio_off = sx.stx_dio_offset_align;
-		}
-		if (sx.stx_mask & STATX_WRITE_ATOMIC) {
-			c->awu_min = sx.stx_atomic_write_unit_min;
-			c->awu_max = sx.stx_atomic_write_unit_max;
-			c->awu_segs = sx.stx_atomic_write_segments_max;
-		}
-	}
+	if (oa_xstatx(f->tfd, STATX_DIOALIGN | STATX_WRITE_ATOMIC, &sx) == 0)
+		statx_caps(&sx, c);
 	c->awu_hw = c->awu_max;
 	c->rwf_atomic = c->awu_max > 0;
 	return 0;
@@ -440,16 +445,9 @@ int oa_caps_get(struct oa_file *f, struct oa_caps *c)
 	memset(&key, 0, sizeof(key));
 	if (oa_xstatx(f->tfd, STATX_DIOALIGN | STATX_WRITE_ATOMIC |
 			STATX_MNT_ID | STATX_MNT_ID_UNIQUE, &sx) == 0) {
-		if (sx.stx_mask & STATX_DIOALIGN) {
-			c->dio_mem = sx.stx_dio_mem_align;
-			c->dio_off = sx.stx_dio_offset_align;
-		}
-		if (sx.stx_mask & STATX_WRITE_ATOMIC) {
-			c->awu_min = sx.stx_atomic_write_unit_min;
-			c->awu_max = sx.stx_atomic_write_unit_max;
-			c->awu_segs = sx.stx_atomic_write_segments_max;
+		statx_caps(&sx, c);
+		if (sx.stx_mask & STATX_WRITE_ATOMIC)
 			max_opt = sx.stx_atomic_write_unit_max_opt;
-		}
 		key.mnt_mask = sx.stx_mask & (STATX_MNT_ID | STATX_MNT_ID_UNIQUE);
 		if (key.mnt_mask)
 			key.mnt_id = sx.stx_mnt_id;
