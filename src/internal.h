@@ -82,8 +82,11 @@ struct oa_file {
 			     * journal back to its ring (I12) ... */
 	bool jcow;          /* ... unless the journal's data is never
 			     * overwritten in place (oa_journal_cow) */
+	bool rec_shut;      /* takes no more writes (a failed one) */
 	uint32_t rec_pad;
 	uint64_t rec_lsn, rec_len, rec_next_off;
+	uint64_t rec_stream; /* bytes of the contiguous run ending at
+			      * rec_next_off (a stream grown big is placed) */
 	/* writeback started behind big writes (sys.h): journal, file, shadow */
 	struct oa_wb jwb, twb, swb;
 

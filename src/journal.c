@@ -332,19 +332,28 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 		return -1;
 	/* Clone method: a big write, or a stream that has grown big, goes
 	 * into a record whose payload the apply can clone (method.c). */
-	bool cont = f->rec_open && off == f->rec_next_off;
+	bool cont = f->rec_open && !f->rec_shut && off == f->rec_next_off;
+	uint64_t stream = cont ? f->rec_stream : 0;
 	bool big = f->may_clone && f->blk &&
 		   (total >= f->clone_min ||
-		    (cont && f->rec_len + total >= f->clone_min));
+		    (cont && stream + total >= f->clone_min));
 	/* A write that continues the previous one extends its record, so a
-	 * sequential stream is one record and one extent. */
-	if (f->rec_open &&
-	    (!cont || f->rec_len + total > OA_REC_MAX ||
-	     (big && !f->rec_big)) &&
-	    oa_rec_close(f) < 0)
+	 * sequential stream is one record and one extent.  So does any other
+	 * write smaller than a clone (OA_CLONE_MIN) into a record not placed
+	 * for cloning: scattered small writes (a mapping's stores, a
+	 * database's pages) share one record instead of taking a 512-byte
+	 * slot and a header each; the commit's ops say where each one's bytes
+	 * are (FORMAT.md, "Records").  Never into a placed record, whose
+	 * payload must stay congruent to its file offsets. */
+	bool joins = f->rec_open && !f->rec_shut &&
+		     f->rec_len + total <= OA_REC_MAX &&
+		     (f->rec_big ? cont
+				 : !big && (cont || total < OA_CLONE_MIN));
+	if (f->rec_open && !joins && oa_rec_close(f) < 0)
 		return -1;
 	if (!f->rec_open) {
 		f->rec_open = true;
+		f->rec_shut = false;
 		f->rec_lsn = f->pos;
 		f->rec_pad = 0;
 		f->rec_big = big;
@@ -361,8 +370,15 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 		f->rec_len = 0;
 		f->rec_crc = 0;
 		f->rec_next_off = off;
+		stream = 0;
 	}
 	payload = f->rec_lsn + OA_REC_HDR + f->rec_pad + f->rec_len;
+	/* I12: whoever applies clones an op of 64 KiB or more whose journal
+	 * bytes lie beyond the ring and happen to be congruent to its file
+	 * offset (oa_clone_span cannot tell a placed record from one that
+	 * only looks placed): such a generation is cut back too. */
+	if (payload + total > OA_JRNL_INITIAL && stream + total >= OA_CLONE_MIN)
+		f->jplaced = true;
 	if (payload + total + OA_TX_ALIGN > f->fsize_max) {
 		/* The journal would pass the file size limit: fail as
 		 * pwrite(2) would, without the SIGXFSZ that kills. */
@@ -400,14 +416,14 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 		 * the journal again in this generation: close what the record
 		 * had and move past the failed bytes. */
 		int e = errno;
-		f->rec_next_off = UINT64_MAX;  /* no more extension */
+		f->rec_shut = true;  /* no more extension */
 		f->pos = oa_align_up(payload + total, OA_REC_ALIGN);
 		oa_rec_close(f);  /* if it fails, the commit retries it */
 		errno = e;
 		return -1;
 	}
 	if (oa_index_insert(f->ix, off, total, payload) < 0) {
-		f->rec_next_off = UINT64_MAX;  /* the record holds dead bytes */
+		f->rec_shut = true;  /* the record holds dead bytes */
 		f->rec_len += total;
 		f->rec_crc = crc;
 		return -1;
@@ -415,6 +431,7 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 	f->rec_len += total;
 	f->rec_crc = crc;
 	f->rec_next_off = off + total;
+	f->rec_stream = stream + total;
 	f->pos = oa_align_up(payload + total, OA_REC_ALIGN);
 	f->txn_bytes += total;
 	f->pending = true;
