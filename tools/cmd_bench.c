@@ -88,6 +88,34 @@ static int parse_sizes(const struct tool_cmd *cmd, const char *list,
 	return rc;
 }
 
+/* --dirty 1,10,100,ramp: the mmap workload's points. */
+static int parse_dirty(const struct tool_cmd *cmd, const char *list,
+		       struct bench_opts *o)
+{
+	static const char *const names[] = { "1", "10", "100", "ramp" };
+	char *copy = strdup(list), *save = NULL;
+	int rc = 0;
+
+	if (!copy)
+		return tool_errorf(NULL, "out of memory");
+	o->dirty = 0;
+	for (char *w = strtok_r(copy, ",", &save); w && !rc;
+	     w = strtok_r(NULL, ",", &save)) {
+		size_t i = 0;
+		while (i < 4 && strcmp(w, names[i]) != 0)
+			i++;
+		if (i == 4)
+			rc = tool_usage(cmd, "--dirty: '%s' is not one of 1, "
+					"10, 100, ramp", w);
+		else
+			o->dirty |= 1u << i;
+	}
+	free(copy);
+	if (!rc && !o->dirty)
+		rc = tool_usage(cmd, "--dirty: nothing in '%s'", list);
+	return rc;
+}
+
 static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -103,6 +131,7 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 		{ "keep", no_argument, NULL, 'k' },
 		{ "ops", required_argument, NULL, 'n' },
 		{ "sizes", required_argument, NULL, 'z' },
+		{ "dirty", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -114,7 +143,7 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "--run-worker") == 0)
 		return bench_run_worker(argc - 2, argv + 2);
 
-	while ((opt = getopt_long(argc, argv, ":d:qf:m:b:w:r:s:t:kn:z:h", longopts,
+	while ((opt = getopt_long(argc, argv, ":d:qf:m:b:w:r:s:t:kn:z:D:h", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'd':
@@ -190,6 +219,10 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			if ((rc = parse_sizes(cmd, optarg, &o)))
 				return rc;
 			break;
+		case 'D':
+			if ((rc = parse_dirty(cmd, optarg, &o)))
+				return rc;
+			break;
 		case 'h':
 			return tool_help(cmd);
 		default:
@@ -209,7 +242,7 @@ const struct tool_cmd bench_cmd = {
 	.args = "[--dir DIR] [--quick] [--format table|csv|json] "
 		"[--method M,...] [--baseline B,...] [--workload W,...] "
 		"[--reps N] [--max-size SIZE] [--budget SECONDS] [--ops N] "
-		"[--sizes SIZE,...] [--keep]",
+		"[--sizes SIZE,...] [--dirty PCT,...] [--keep]",
 	.oneline = "measure oatomic against the usual ways, side by side",
 	.help =
 " Runs each workload with oatomic and with the baselines doing the same\n"
@@ -267,6 +300,7 @@ const struct tool_cmd bench_cmd = {
 "               a point\n"
 "               (100 %: 5; --ops N); then 500 commits of 1 % (--quick 100,\n"
 "               1 GiB, --quick 64 MiB), the first ten against the last ten;\n"
+"               --dirty 1,10,100,ramp picks the points (default all);\n"
 "               baselines msync (MAP_SHARED + msync: not atomic, the\n"
 "               floor), snapshot (msync, the whole file cloned and fsync'd,\n"
 "               as famus_snap; n/a without reflink), writeback (the whole\n"

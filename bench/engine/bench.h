@@ -137,7 +137,14 @@ struct bench_opts {
 	int ops;		/* operations per alternative, 0: default */
 	uint64_t sizes[8];	/* replace: the content sizes */
 	int nsizes;		/* 0: 64 B, 64 KiB, 1 MiB */
+	/* mmap (mapbench.c): the points to run, BENCH_DIRTY_* bits; 0: all */
+	unsigned dirty;
 };
+
+#define BENCH_DIRTY_1	1u
+#define BENCH_DIRTY_10	2u
+#define BENCH_DIRTY_100	4u
+#define BENCH_DIRTY_RAMP 8u
 
 #define BENCH_WORKLOADS "small,large,many,concurrent,recovery," \
 			BENCH_EVERYDAY ",mmap,run"

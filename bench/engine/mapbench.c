@@ -337,6 +337,7 @@ int bench_mmap(const struct bench_opts *o, struct bench_report *rep,
 		       "(msync + the file cloned + fsync, as famus_snap),\n"
 		       "   writeback (the whole copy written + fdatasync); x base "
 		       "= median / msync's; note: us per dirty page\n");
+	unsigned dirty = o->dirty ? o->dirty : ~0u;
 	int nsz = o->quick ? 1 : 3;
 	for (int zi = 0; zi < nsz; zi++) {
 		uint64_t size = sizes[zi];
@@ -347,6 +348,8 @@ int bench_mmap(const struct bench_opts *o, struct bench_report *rep,
 			 * copy gigabytes per commit per alternative) */
 			if (size > (1ull << 30) && pct[pi] > 1)
 				break;
+			if (!(dirty & (1u << pi)))
+				continue;
 			uint64_t np = size / BENCH_PAGE;
 			uint64_t d = np * (uint64_t)pct[pi] / 100;
 			int n = o->ops > 0 ? o->ops :
@@ -390,6 +393,8 @@ int bench_mmap(const struct bench_opts *o, struct bench_report *rep,
 		}
 	}
 	/* the ramp: many 1 % commits, the first and the last compared */
+	if (!(dirty & BENCH_DIRTY_RAMP))
+		return failed;
 	uint64_t rsize = o->quick ? 64ull << 20 : 1ull << 30;
 	if (o->max_size && rsize > o->max_size)
 		rsize = o->max_size;
