@@ -54,17 +54,23 @@
  *       record locks would be dropped: the reason SQLite's unix VFS keeps an
  *       inode table).  They lie on bytes of their own (OA_LOCK_BASE), not on
  *       the unix VFS's.
- *   Q7  Consecutive writes are gathered in a buffer of the connection's
- *       (at most WB_CAP: memory stays bounded) and handed to oa_pwrite as
- *       one: a big transaction's pages, which the pager writes in page
- *       order, become one record instead of one per page (65,536 calls for
- *       256 MiB cost a second).  The buffer is part of the pending state:
- *       handed over before anything that must see it - a read of its
- *       bytes (or of the hole below it), the size, a truncation, a commit -
- *       and dropped with the
- *       rest by an abort or xClose.  An error of the deferred oa_pwrite
- *       (ENOSPC) is returned by the call that handed it over, which fails
- *       the transaction: it can only be rolled back.
+ *   Q7  Writes are gathered in a window of the connection's: WB_CAP bytes
+ *       of the file from the first write's offset (memory stays bounded),
+ *       with a bit per WB_UNIT-byte unit written, and handed to oa_pwrite
+ *       as the runs of written units, in file order: a big transaction's
+ *       pages, which the pager writes in nearly ascending order (a B-tree
+ *       leaf after its overflow pages, say), become 1 MiB runs instead of
+ *       one call per page (65,536 calls for 256 MiB cost a second), and
+ *       runs that big are placed for cloning or exchange by the library,
+ *       so the data is written once.  A write beyond the window hands it
+ *       over and starts the next; one below it (an interior page) goes to
+ *       the handle at once: it overlaps nothing gathered, so the order
+ *       does not matter.  The window is part of the pending state: handed
+ *       over before anything that must see it - a read of its range (or of
+ *       the hole below it), the size, a truncation, a commit - and dropped
+ *       with the rest by an abort or xClose.  An error of the deferred
+ *       oa_pwrite (ENOSPC) is returned by the call that handed it over,
+ *       which fails the transaction: it can only be rolled back.
  *   Q6  A process using the unix VFS on the same file is refused: from its
  *       open (or, if a unix-VFS reader is in a transaction then, its first
  *       lock) until its close, each connection holds the FENCE, a lock
@@ -115,6 +121,8 @@ SQLITE_EXTENSION_INIT1
 
 #define SECTOR            4096
 #define WB_CAP            (1 << 20)   /* Q7 */
+#define WB_UNIT           512         /* Q7: the window's unit */
+#define WB_UNITS          (WB_CAP / WB_UNIT)
 
 #ifndef OA_MUTANT
 #define OA_MUTANT 0   /* tests/mutants.sh plants bugs 43-44 here */
@@ -128,9 +136,10 @@ typedef struct ofile {
 	int fence;           /* the byte of the fence held, -1: none */
 	int rw;
 	int pending;         /* writes or truncates since commit or abort */
-	char *wb;            /* Q7: consecutive writes, not yet oa_pwrite */
-	sqlite3_int64 wb_off;
-	int wb_len;
+	char *wb;            /* Q7: the window's bytes, not yet oa_pwrite */
+	sqlite3_int64 wb_off;  /* where the window starts in the file */
+	int wb_len;          /* 0: empty; else the end of its last unit */
+	unsigned char wb_map[WB_UNITS / 8];   /* units written */
 	const char *path;    /* SQLite's, valid until xClose */
 	int oflags;          /* SQLite's open flags */
 	sqlite3_file *shm;   /* the default VFS's file of the database, for
@@ -188,24 +197,52 @@ static int report(ofile *o, int rc, const char *what, int e)
 	return rc;
 }
 
-/* Q7: the gathered writes into the handle's transaction. */
-static int wb_flush(ofile *o)
+/* N bytes of BUF at OFF into the handle's transaction. */
+static int put_all(ofile *o, const char *buf, sqlite3_int64 n,
+		   sqlite3_int64 off)
 {
-	int put = 0, len = o->wb_len;
-	o->wb_len = 0;
-	while (put < len) {
-		ssize_t n = oa_pwrite(o->f, o->wb + put, (size_t)(len - put),
-				      (off_t)o->wb_off + put);
-		if (n < 0) {
+	sqlite3_int64 put = 0;
+	while (put < n) {
+		ssize_t r = oa_pwrite(o->f, buf + put, (size_t)(n - put),
+				      (off_t)(off + put));
+		if (r < 0) {
 			int e = errno;
 			if (e == EINTR)
 				continue;
 			return report(o, sqerr(e, SQLITE_IOERR_WRITE),
 				      "write of", e);
 		}
-		put += (int)n;
+		put += r;
 	}
 	return SQLITE_OK;
+}
+
+static int wb_has(const ofile *o, int u)
+{
+	return o->wb_map[u / 8] >> (u % 8) & 1;
+}
+
+/* Q7: the window's runs of written units into the handle's transaction,
+ * in file order; the window is empty after, whatever happens. */
+static int wb_flush(ofile *o)
+{
+	int units = (o->wb_len + WB_UNIT - 1) / WB_UNIT, rc = SQLITE_OK;
+	for (int u = 0; u < units && rc == SQLITE_OK;) {
+		if (!wb_has(o, u)) {
+			u++;
+			continue;
+		}
+		int v = u;
+		while (v < units && wb_has(o, v))
+			v++;
+		int end = v * WB_UNIT < o->wb_len ? v * WB_UNIT : o->wb_len;
+		rc = put_all(o, o->wb + u * WB_UNIT, end - u * WB_UNIT,
+			     o->wb_off + u * WB_UNIT);
+		u = v;
+	}
+	o->wb_len = 0;
+	memset(o->wb_map, 0, sizeof(o->wb_map));
+	return rc;
 }
 
 /* Q2, Q4: everything pending, as one unit, durably. */
@@ -228,6 +265,7 @@ static int commit(ofile *o)
 static int abort_pending(ofile *o)
 {
 	o->wb_len = 0;
+	memset(o->wb_map, 0, sizeof(o->wb_map));
 	if (!o->pending)
 		return SQLITE_OK;
 	if (oa_abort(o->f) < 0) {
@@ -337,24 +375,38 @@ static int x_write(sqlite3_file *file, const void *buf, int amt,
 	ofile *o = (ofile *)file;
 	int rc;
 	o->pending = 1;
-	/* Q7: inside the buffer, or continuing it, while it has room. */
-	if (o->wb_len && off >= o->wb_off &&
-	    off <= o->wb_off + o->wb_len &&
-	    off + amt <= o->wb_off + WB_CAP) {
-		memcpy(o->wb + (off - o->wb_off), buf, (size_t)amt);
-		if (off + amt > o->wb_off + o->wb_len)
-			o->wb_len = (int)(off + amt - o->wb_off);
+	if (amt <= 0)
+		goto out;
+	/* Q7: whole units only (SQLite writes whole pages); anything else
+	 * hands the window over and goes at once. */
+	if (off % WB_UNIT || amt % WB_UNIT || amt > WB_CAP) {
+		if (o->wb_len && (rc = wb_flush(o)) != SQLITE_OK)
+			return rc;
+		if ((rc = put_all(o, buf, amt, off)) != SQLITE_OK)
+			return rc;
 		goto out;
 	}
-	if (o->wb_len && (rc = wb_flush(o)) != SQLITE_OK)
+	/* Below the window (an interior page): apart from it, at once. */
+	if (o->wb_len && off + amt <= o->wb_off) {
+		if ((rc = put_all(o, buf, amt, off)) != SQLITE_OK)
+			return rc;
+		goto out;
+	}
+	/* Straddling its start, or beyond its end: the window goes first,
+	 * and the next one starts here. */
+	if (o->wb_len && (off < o->wb_off || off + amt > o->wb_off + WB_CAP) &&
+	    (rc = wb_flush(o)) != SQLITE_OK)
 		return rc;
 	if (!o->wb && !(o->wb = malloc(WB_CAP)))
 		return SQLITE_IOERR_NOMEM;
-	if (amt > WB_CAP)
-		return SQLITE_IOERR_WRITE;   /* SQLite writes pages, <= 64 KiB */
-	memcpy(o->wb, buf, (size_t)amt);
-	o->wb_off = off;
-	o->wb_len = amt;
+	if (!o->wb_len)
+		o->wb_off = off;
+	memcpy(o->wb + (off - o->wb_off), buf, (size_t)amt);
+	for (int u = (int)((off - o->wb_off) / WB_UNIT),
+		 e = u + amt / WB_UNIT; u < e; u++)
+		o->wb_map[u / 8] |= (unsigned char)(1u << (u % 8));
+	if (off + amt > o->wb_off + o->wb_len)
+		o->wb_len = (int)(off + amt - o->wb_off);
 out:
 #if OA_MUTANT == 43   /* planted: every write commits at once (Q1, Q2) */
 	if (commit(o) != SQLITE_OK)
