@@ -71,6 +71,12 @@ struct bench_alt {
 	void (*crash_setup)(struct bench_handle *h);
 	/* Counters the alternative keeps itself: 1 if it has them. */
 	int app_counts;
+	/* The bulk workload: load SIZE bytes of pages into a new data set at
+	 * PATH in one transaction; *US the time until it is durable (work the
+	 * alternative leaves for later, a WAL checkpoint, done after it and
+	 * not counted).  NULL: the alternative has no bulk load. */
+	int (*load)(struct bench_alt *a, const char *path, uint64_t size,
+		    double *us);
 };
 
 /* Counters of the baselines' own calls (alts.c), summed over threads. */
@@ -146,7 +152,7 @@ struct bench_opts {
 #define BENCH_DIRTY_100	4u
 #define BENCH_DIRTY_RAMP 8u
 
-#define BENCH_WORKLOADS "small,large,many,concurrent,recovery," \
+#define BENCH_WORKLOADS "small,large,many,concurrent,recovery,bulk," \
 			BENCH_EVERYDAY ",mmap,run"
 #define BENCH_EVERYDAY	"open,oneshot,replace,change,fill,frag"
 

@@ -230,10 +230,10 @@ static void drop_cache(void)
 
 /* ---- workloads and points ------------------------------------------------ */
 
-enum wl { WL_SMALL, WL_LARGE, WL_MANY, WL_CONC, WL_RECOVERY, WL_N };
+enum wl { WL_SMALL, WL_LARGE, WL_MANY, WL_CONC, WL_RECOVERY, WL_BULK, WL_N };
 
 static const char *const wl_name[WL_N] = {
-	"small", "large", "many", "concurrent", "recovery",
+	"small", "large", "many", "concurrent", "recovery", "bulk",
 };
 
 static const char *const wl_title[WL_N] = {
@@ -244,6 +244,8 @@ static const char *const wl_title[WL_N] = {
 	("concurrent committers: 4 KiB commits, threads or processes, one "
 	 "file or one file each"),
 	"recovery after a crash at the commit point, against journal size",
+	("bulk load: a new data set written whole in one transaction (SQLite: "
+	 "4 KiB rows inserted into a new database), timed until durable"),
 };
 
 /* How a point runs: the concurrency modes, and for small commits the
@@ -336,6 +338,10 @@ static int applicable(const struct bench_alt *a, const struct point *p,
 	if (p->mode == CM_THR_ONE && (a->caps & ALT_NO_THREADS_SAME_FILE)) {
 		snprintf(why, len, "LMDB forbids opening one environment twice "
 			 "in a process (use the process rows)");
+		return 0;
+	}
+	if (p->wl == WL_BULK && !a->load) {
+		snprintf(why, len, "no bulk load for this alternative");
 		return 0;
 	}
 	if (p->wl == WL_RECOVERY && !(a->caps & ALT_RECOVER)) {
@@ -630,6 +636,51 @@ out:
 
 /* ---- recovery: one crash and one recovery ---------------------------------- */
 
+/* bulk: a new data set loaded, timed as the alternative says (until it is
+ * durable), with the counters around it; the data set removed after. */
+static void load_once(struct runcfg *rc, struct bench_alt *a,
+		      const struct point *p, int r, struct run_out *out)
+{
+	struct bench_meter m0, m1;
+	char path[4200];
+	double us = 0, logical = (double)p->file_size;
+
+	memset(out, 0, sizeof(*out));
+	data_path(path, sizeof(path), a, 0);
+	a->destroy(a, path);
+	bench_settle();
+	bench_peak_reset();
+	bench_meter_read(a->method >= 0, &m0);
+	if (a->load(a, path, p->file_size, &us) < 0) {
+		snprintf(out->err, sizeof(out->err), "load: %s",
+			 strerror(errno));
+		a->destroy(a, path);
+		return;
+	}
+	/* the counters include what follows the timed part (WAL's
+	 * checkpoint): they say what the load costs in the end */
+	bench_meter_read(a->method >= 0, &m1);
+	out->peak = bench_peak_kib();
+	a->destroy(a, path);
+	out->lat_med = out->lat_p99 = us;
+	out->commits = 1;
+	out->cps = us > 0 ? 1e6 / us : -1;
+	out->mbs = us > 0 ? logical / us : -1;
+	out->flushes = a->app_counts ?
+		(double)(m1.app.flushes - m0.app.flushes) : -1;
+	out->wamp = a->app_counts ?
+		(double)(m1.app.bytes - m0.app.bytes) / logical : -1;
+	out->io_wamp = (double)(m1.io_wbytes - m0.io_wbytes) / logical;
+	out->dev_flushes = m0.dev_ok && m1.dev_ok ?
+		(double)(m1.dev_flushes - m0.dev_flushes) : -1;
+	out->dev_wamp = m0.dev_ok && m1.dev_ok ?
+		(double)(m1.dev_sectors - m0.dev_sectors) * 512 / logical : -1;
+	out->cpu = (m1.cpu_s - m0.cpu_s) * 1e6;
+	out->ok = 1;
+	(void)rc;
+	(void)r;
+}
+
 static void recover_once(struct runcfg *rc, struct bench_alt *a,
 			 const struct point *p, int r, struct run_out *out)
 {
@@ -783,7 +834,7 @@ static void run_point(struct runcfg *rc, const struct point *p)
 				 ((need >> 20) + 64));
 			continue;
 		}
-		if (create_sets(a, p, why, sizeof(why)) < 0) {
+		if (p->wl != WL_BULK && create_sets(a, p, why, sizeof(why)) < 0) {
 			row->status = "failed";
 			snprintf(row->note, sizeof(row->note), "%s", why);
 			rc->failed = 1;
@@ -815,6 +866,8 @@ static void run_point(struct runcfg *rc, const struct point *p)
 				}
 				recover_once(rc, rc->alts[i], p, r,
 					     &res[i][r]);
+			} else if (p->wl == WL_BULK) {
+				load_once(rc, rc->alts[i], p, r, &res[i][r]);
 			} else {
 				run_once(rc, rc->alts[i], p, r, &res[i][r]);
 			}
@@ -843,7 +896,8 @@ static void run_point(struct runcfg *rc, const struct point *p)
 		destroy_sets(rc->alts[i], p);
 		row->status = "ok";
 		row->reps = n;
-		row->txn_bytes = p->wl == WL_LARGE || p->wl == WL_RECOVERY ?
+		row->txn_bytes = p->wl == WL_LARGE || p->wl == WL_RECOVERY ||
+				 p->wl == WL_BULK ?
 				 p->file_size : (uint64_t)p->upd *
 				 (uint64_t)p->nwrites;
 		for (int r = 0; r < n; r++)
@@ -1010,6 +1064,18 @@ static void run_workload(struct runcfg *rc, enum wl wl)
 				run_point(rc, &p);
 			}
 		}
+		break;
+	case WL_BULK:
+		/* 256 MiB (--quick 4 MiB), one load a repetition */
+		p.param = "load_bytes";
+		p.upd = BENCH_CHUNK;
+		p.file_size = quick ? 4 << 20 : 256 << 20;
+		if (p.file_size > rc->max_size)
+			p.file_size = rc->max_size;
+		p.value = p.file_size;
+		p.nwrites = (int)((p.file_size + BENCH_CHUNK - 1) / BENCH_CHUNK);
+		p.commits = 1;
+		run_point(rc, &p);
 		break;
 	case WL_RECOVERY:
 		p.param = "journal_bytes";
