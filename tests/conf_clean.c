@@ -22,7 +22,6 @@
  *
  * Failed on main before format 2 (690dc6f..8f744a8): two files, 4 MiB.
  */
-#include <sys/mount.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -51,34 +50,15 @@ static int killed_writer(void *arg)
 	return 1;
 }
 
-static const char *full_mnt;
-static pid_t full_owner;
-
-static void unmount_full(void)
-{
-	if (full_mnt && getpid() == full_owner)
-		umount2(full_mnt, MNT_DETACH);
-}
-
 static void test_full_disk(void)
 {
-	const char *mnt = tu_path("full");
 	static unsigned char mb[1 << 20];
+	const char *mnt = tu_tmpfs("full", "8m");
 	oa_file *f;
 	int i;
 
-	if (!tu_is_root()) {
-		tu_note("an 8 MiB tmpfs needs root: not tried");
+	if (!mnt)
 		return;
-	}
-	CHECK_OK(mkdir(mnt, 0755));
-	if (mount("oatomic-test", mnt, "tmpfs", 0, "size=8m") < 0) {
-		tu_note("no tmpfs mount (%s): not tried", strerror(errno));
-		return;
-	}
-	full_mnt = mnt;
-	full_owner = getpid();
-	atexit(unmount_full);
 	const char *fp = tu_path("full/f");
 	struct oa_options jo = { .size = sizeof(jo),
 				 .method = OA_METHOD_JOURNAL };
@@ -111,8 +91,7 @@ static void test_full_disk(void)
 	CHECK_OK(oa_close(f));
 	CHECK(tu_file_size(fp) == 2 << 20);
 	CHECK(tu_file_size(tu_control_path(fp)) == OA_CLEAN_SIZE);
-	umount2(mnt, MNT_DETACH);
-	full_mnt = NULL;
+	tu_tmpfs_done(mnt);
 }
 
 int main(void)

@@ -24,7 +24,6 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 
 #define PG 4096
@@ -568,31 +567,11 @@ static void test_chunks(void)
 
 /* ---- 8: a full disk: the commit fails, nothing is lost ---- */
 
-static const char *small_mnt;
-static pid_t small_owner;
-
-static void unmount_small(void)
-{
-	if (small_mnt && getpid() == small_owner)
-		umount2(small_mnt, MNT_DETACH);
-}
-
 static void test_full(void)
 {
-	const char *mnt = tu_path("small");
-	if (!tu_is_root()) {
-		tu_note("a tiny tmpfs needs root: not tried");
-		return;
-	}
-	CHECK_OK(mkdir(mnt, 0755));
-	if (mount("oatomic-test", mnt, "tmpfs", 0, "size=1m") < 0) {
-		tu_note("no tmpfs mount (%s): not tried", strerror(errno));
-		return;
-	}
 	/* unmounted whatever happens (a failed check exits) */
-	small_mnt = mnt;
-	small_owner = getpid();
-	atexit(unmount_small);
+	if (!tu_tmpfs("small", "1m"))
+		return;
 	const char *path = tu_path("small/f");
 	const size_t sz = 512 << 10;
 	unsigned char *old = pattern(sz, 8), *got = tu_malloc(sz);

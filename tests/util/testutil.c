@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -725,6 +726,56 @@ void *tu_zalloc(size_t n)
 int tu_is_root(void)
 {
 	return geteuid() == 0;
+}
+
+static const char *tmpfs_mnt[4];
+static pid_t tmpfs_owner;
+
+static void tmpfs_unmount_all(void)
+{
+	if (getpid() != tmpfs_owner)
+		return;   /* a forked child's exit unmounts nothing */
+	for (int i = 0; i < 4; i++)
+		if (tmpfs_mnt[i])
+			umount2(tmpfs_mnt[i], MNT_DETACH);
+}
+
+const char *tu_tmpfs(const char *name, const char *size)
+{
+	static int registered;
+	const char *mnt = tu_path("%s", name);
+	char opts[64];
+	int slot = 0;
+
+	if (!tu_is_root()) {
+		tu_note("a %s tmpfs needs root: not tried", size);
+		return NULL;
+	}
+	while (slot < 4 && tmpfs_mnt[slot])
+		slot++;
+	CHECK(slot < 4);
+	CHECK_OK(mkdir(mnt, 0755));
+	snprintf(opts, sizeof(opts), "size=%s", size);
+	if (mount("oatomic-test", mnt, "tmpfs", 0, opts) < 0) {
+		tu_note("no tmpfs mount (%s): not tried", strerror(errno));
+		return NULL;
+	}
+	tmpfs_mnt[slot] = mnt;
+	tmpfs_owner = getpid();
+	if (!registered) {
+		registered = 1;
+		atexit(tmpfs_unmount_all);
+	}
+	return mnt;
+}
+
+void tu_tmpfs_done(const char *mnt)
+{
+	for (int i = 0; i < 4; i++)
+		if (tmpfs_mnt[i] == mnt) {
+			umount2(mnt, MNT_DETACH);
+			tmpfs_mnt[i] = NULL;
+		}
 }
 
 const char *tu_fs_name(const char *path)

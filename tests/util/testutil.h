@@ -266,6 +266,11 @@ double tu_now(void);                  /* CLOCK_MONOTONIC seconds */
 void *tu_malloc(size_t n);            /* or fail */
 void *tu_zalloc(size_t n);            /* zeroed, or fail */
 int tu_is_root(void);
+/* A tmpfs of SIZE ("8m") mounted at tu_path(NAME), unmounted at exit (by
+ * the process that mounted it) or by tu_tmpfs_done; NULL, with a note
+ * saying why, where it cannot be (not root, no mount). */
+const char *tu_tmpfs(const char *name, const char *size);
+void tu_tmpfs_done(const char *mnt);
 /* statfs f_type name of PATH ("ext4", "tmpfs", "xfs", "btrfs", ...). */
 const char *tu_fs_name(const char *path);
 /* Free bytes for an unprivileged user on PATH's file system. */
