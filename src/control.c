@@ -549,11 +549,16 @@ int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt)
 static int ctl_allocate(struct oa_file *f)
 {
 	static const unsigned char zero[OA_CTL_INIT - OA_CLEAN_SIZE];
-	if (oa_sys->fallocate &&
-	    oa_sys->fallocate(f->cfd, 0, OA_CLEAN_SIZE,
-			      OA_CTL_INIT - OA_CLEAN_SIZE) == 0)
+	int r = -1;
+	errno = ENOSYS;
+	while (oa_sys->fallocate &&
+	       (r = oa_sys->fallocate(f->cfd, 0, OA_CLEAN_SIZE,
+				      OA_CTL_INIT - OA_CLEAN_SIZE)) < 0 &&
+	       errno == EINTR)
+		;
+	if (r == 0)
 		return 0;
-	if (oa_sys->fallocate && errno != EOPNOTSUPP && errno != ENOSYS)
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
 		return -1;
 	return oa_pwrite_full(f->cfd, zero, sizeof(zero), OA_CLEAN_SIZE);
 }
