@@ -334,7 +334,7 @@ static void test_scattered(void)
 	const char *path = tu_path("scattered");
 	enum { N = 2000 };
 	static unsigned char model[N * 4096];
-	unsigned char b[8];
+	char b[16];
 	struct stat st;
 	oa_file *f;
 
@@ -344,7 +344,7 @@ static void test_scattered(void)
 	for (int i = 0; i < N; i++) {
 		/* every seventh page backwards: no write continues another */
 		off_t o = (off_t)((uint64_t)(N - 1 - (i * 7) % N) * 4096 + 17);
-		snprintf((char *)b, sizeof(b), "%07d", i);
+		snprintf(b, sizeof(b), "%07d", i % 10000000);   /* 8 bytes */
 		tu_oa_pwrite(f, b, 8, o);
 		memcpy(model + o, b, 8);
 	}
