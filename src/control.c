@@ -543,18 +543,6 @@ int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt)
 	return ctl_synced(f, NULL);
 }
 
-/* [OA_CLEAN_SIZE, OA_CTL_INIT) of the control file backed by blocks:
- * zeros written over it, in one call, before any slot is (the caller is
- * making the control file anew; zeros read as "never initialised").  Not
- * fallocate: its unwritten extents, split by the slot writes, grew ext4's
- * extent tree a block that the cut back to 512 bytes kept (8 KiB left
- * beside the file instead of 4). */
-static int ctl_allocate(struct oa_file *f)
-{
-	static const unsigned char zero[OA_CTL_INIT - OA_CLEAN_SIZE];
-	return oa_pwrite_full(f->cfd, zero, sizeof(zero), OA_CLEAN_SIZE);
-}
-
 int oa_ctl_init_locked(struct oa_file *f)
 {
 	unsigned char b[OA_LIVE_BYTES] = { 0 };
@@ -589,14 +577,6 @@ int oa_ctl_init_locked(struct oa_file *f)
 	 * found missing is damage, even after a cut of the file system
 	 * (FS_IOC_SHUTDOWN) that did not reboot. */
 	if (size < OA_CTL_INIT && oa_xftruncate(f->cfd, OA_CTL_INIT) < 0)
-		return -1;
-	/* Every block of the header slots and the live area written now:
-	 * a checkpoint record later lands in a slot no write has touched,
-	 * and on a disk that a transaction filled, a hole there would fail
-	 * it (ENOSPC), and with it the abort, the recycle and the close that
-	 * would give the transaction's space back.  A disk too full for 24
-	 * KiB fails here, before anything depends on the control file. */
-	if (ctl_allocate(f) < 0)
 		return -1;
 	f->era = oa_random64();
 	s = (struct oa_slot){ .ino = f->ino, .igen = f->igen, .era = f->era };
