@@ -29,11 +29,44 @@ static int flush_target(struct oa_file *f, struct oa_live *l)
 	return 0;
 }
 
+/*
+ * A checkpoint record that got no block (-2 from oa_ctl_write_ckpt: its
+ * header slot is a hole of the control file, made by a cut - FORMAT.md
+ * "Clean" - on a disk that a transaction filled and that was then
+ * dropped; giving that transaction's space back, in oa_abort and
+ * oa_close, begins with this checkpoint).  The dropped bytes go first:
+ * beyond the newest commit record written or tried in this generation
+ * (jcommit_end) the handle's journal holds only data records of
+ * transactions that have no commit record, which no recovery applies (I1),
+ * whatever part of the cut a crash keeps; the cut is not flushed and needs
+ * none.  Then only the slot is written again: the flush of the file before
+ * it returned 0, and a flush is never retried (I9: a failed one has lost
+ * its pages and the next returns 0 without them).  1 cut, 0 nothing to
+ * give back, -1 error.
+ */
+static int give_back_dropped(struct oa_file *f)
+{
+	uint64_t size;
+	if (f->jfd < 0 || f->jcommit_end == UINT64_MAX ||
+	    oa_xfsize(f->jfd, &size) < 0 || size <= f->jcommit_end)
+		return 0;
+	return oa_xftruncate(f->jfd, f->jcommit_end) < 0 ? -1 : 1;
+}
+
 /* The checkpoint record for every commit up to the live area's last_seq,
  * whose apply a flush of the file that returned 0 made durable (I5). */
 static int ckpt_record(struct oa_file *f, struct oa_live *l)
 {
-	if (oa_ctl_write_ckpt(f, l->last_seq) < 0)
+	int r = oa_ctl_write_ckpt(f, l->last_seq);
+	if (r == -2) {
+		int e = errno;
+		if (give_back_dropped(f) != 1) {
+			errno = e;
+			return -1;
+		}
+		r = oa_ctl_write_ckpt(f, l->last_seq);
+	}
+	if (r < 0)
 		return -1;
 	l->ckpt_seq = l->last_seq;
 	for (int i = 0; i < OA_LIVE_JMAX; i++)
@@ -54,8 +87,13 @@ int oa_checkpoint_locked(struct oa_file *f)
 	 * checkpoint record says so. */
 	if (MUTANT(5) && oa_ctl_write_ckpt(f, l.last_seq) < 0)
 		return -1;
-	if (flush_target(f, &l) < 0)
-		return -1;
+	if (flush_target(f, &l) < 0) {
+		/* (planted bug 33: a flush that failed for space retried
+		 * after the cut, as if nothing were lost: I9) */
+		if (!MUTANT(33) || (errno != ENOSPC && errno != EDQUOT) ||
+		    give_back_dropped(f) < 0 || flush_target(f, &l) < 0)
+			return -1;
+	}
 	return ckpt_record(f, &l);
 }
 

@@ -534,7 +534,7 @@ int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt)
 	s.ino = f->ino;
 	s.igen = f->igen;
 	if (oa_slot_write(f->cfd, OA_CSLOT, OA_CTL_MAGIC, &s) < 0)
-		return -1;
+		return errno == ENOSPC || errno == EDQUOT ? -2 : -1;
 	oa_killpoint(OA_KP_CKPT_WRITTEN);
 	/* I4/I5: the checkpoint record is durable before any journal record it
 	 * makes obsolete is overwritten. */

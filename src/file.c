@@ -269,6 +269,7 @@ static struct oa_file *handle_new(void)
 		return NULL;
 	}
 	f->tfd = f->dfd = f->tdirfd = f->cfd = f->jfd = f->dio_fd = -1;
+	f->jcommit_end = UINT64_MAX;
 	f->sfd = -1;
 	f->forkgen = oa_fork_gen();
 	f->may_clone = true;   /* recovery handles try; open resolves */
@@ -1454,8 +1455,12 @@ int oa_abort(oa_file *f)
 	oa_txn_drop(f);
 	if (!MUTANT(32))
 		oa_map_end(f, true);   /* the mappings show the committed file */
-	if (reclaim(f) < 0) {
-		f->latched = errno == EIO;
+	/* Dropped.  Giving the journal's space back is the rest: where it
+	 * fails for want of space (or a lock), the handle goes on and the
+	 * next recycle or the last close tries again; a failed flush (EIO)
+	 * latches the handle (I9), and that is reported. */
+	if (reclaim(f) < 0 && errno == EIO) {
+		f->latched = true;
 		return -1;
 	}
 	return 0;

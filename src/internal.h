@@ -74,6 +74,11 @@ struct oa_file {
 	uint64_t pos;       /* next free LSN */
 	uint64_t tx_id;     /* current transaction number in this generation */
 	uint64_t tx_start;  /* LSN of the current transaction's first record */
+	uint64_t jcommit_end; /* end of the newest commit record written (or
+			     * tried) in this generation: beyond it the
+			     * journal holds only data of transactions never
+			     * committed; UINT64_MAX: not known (a journal not
+			     * yet reset by this handle) */
 
 	/* open data record: sequential writes extend it */
 	bool rec_open;
@@ -363,7 +368,9 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l);
 /* This boot's id (the live area's seal); false where it cannot be known. */
 bool oa_boot_id(unsigned char out[16]);
 /* Durable checkpoint record: every commit with seq <= CKPT is durable in the
- * file.  Flushes the control file. */
+ * file.  Flushes the control file.  0; -1 error; -2 (ENOSPC, EDQUOT) the
+ * header slot's write got no block: nothing was flushed, it may be tried
+ * again once space is freed. */
 int oa_ctl_write_ckpt(struct oa_file *f, uint64_t ckpt);
 /* 0 with the checkpoint; 1: the header slots are all zero (the control
  * file's initialisation never became durable: nothing was committed in

@@ -78,6 +78,7 @@ int oa_journal_reset(struct oa_file *f)
 	}
 	f->tx_id = 1;
 	f->tx_start = f->pos;
+	f->jcommit_end = f->pos;
 	f->rec_open = false;
 	f->jplaced = false;
 	return 0;
@@ -165,6 +166,7 @@ static int take_j0(struct oa_file *f)
 		return errno == EAGAIN ? 0 : -1;
 	}
 	f->jfd = fd;
+	f->jcommit_end = UINT64_MAX;   /* the last owner's, until the reset */
 	f->jidx = 0;
 	f->jbase = OA_J0_SLOT;
 	f->jdata = OA_J0_DATA;
@@ -227,6 +229,7 @@ static int take_extra(struct oa_file *f, bool *fresh_out)
 			return -1;
 		}
 		f->jfd = fd;
+		f->jcommit_end = UINT64_MAX;
 		f->jidx = k;
 		f->jbase = 0;
 		f->jdata = OA_DATA_START;

@@ -84,6 +84,25 @@ static const struct step w_handles[] = {
 	{ S_END, 0, 0, 0, 0, 0 },
 };
 
+/* A dropped transaction past the checkpoint mark (3 MiB of journal 0):
+ * the abort gives its space back (checkpoint, new generation); a checkpoint
+ * record that gets no block (ENOSPC at its slot write) first cuts the
+ * dropped bytes off (checkpoint.c give_back_dropped), and a flush that
+ * failed for space is never retried (planted bug 33 retries it). */
+static const struct step w_dropped[] = {
+	{ S_OPEN, 0, 0, O_RDWR, 0, 0 },
+	{ S_WRITE, 0, 0, 100, 300, 41 },
+	{ S_COMMIT, 0, 0, 0, 0, 0 },
+	{ S_WRITE, 0, 0, 5000, 200, 42 },
+	{ S_COMMIT, 0, 0, 0, 0, 0 },
+	{ S_WRITE, 0, 0, 0, 3584u << 10, 43 },
+	{ S_ABORT, 0, 0, 0, 0, 0 },
+	{ S_WRITE, 0, 0, 7000, 100, 44 },
+	{ S_COMMIT, 0, 0, 0, 0, 0 },
+	{ S_CLOSE, 0, 0, 0, 0, 0 },
+	{ S_END, 0, 0, 0, 0, 0 },
+};
+
 static const struct {
 	const char *name;
 	const struct step *steps;
@@ -93,6 +112,7 @@ static const struct {
 	{ "create", w_create, 1, { -1, 0 } },
 	{ "two files, abort", w_two, 2, { 10000, -1 } },
 	{ "two handles", w_handles, 1, { 8192, 0 } },
+	{ "dropped, 3.5 MiB", w_dropped, 1, { 8192, 0 } },
 };
 
 static const struct {
@@ -105,6 +125,9 @@ static const struct {
 	{ "EINTR", SIM_F_ERR, EINTR },
 	{ "short write", SIM_F_SHORT, ENOSPC },
 	{ "failing flush", SIM_F_FLUSH, EIO },
+	/* a flush that fails for space loses its pages too (writeback's
+	 * ENOSPC: thin provisioning, NFS, a delayed allocation) */
+	{ "failing flush (ENOSPC)", SIM_F_FLUSH, ENOSPC },
 };
 
 static unsigned long injected, states, violations, errs_bad;

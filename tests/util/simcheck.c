@@ -391,7 +391,9 @@ int sc_abort(struct sc *s, int h)
 	int r = oa_abort(s->h[h].f);
 	if (r < 0)
 		s->fails++;
-	else
+	/* dropped also where the give-back of the journal's space latched
+	 * the handle with EIO after (oa_abort(3)) */
+	if (r == 0 || errno == EIO)
 		s->h[h].nops = 0;
 	return r;
 }
