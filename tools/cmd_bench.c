@@ -59,61 +59,55 @@ static const char *method_list(void)
 	return list;
 }
 
-/* --sizes 64,64k,1m: the replace workload's content sizes. */
-static int parse_sizes(const struct tool_cmd *cmd, const char *list,
-		       struct bench_opts *o)
+/* Each comma-separated item of LIST (option OPT) to TAKE; a usage error
+ * where LIST holds none. */
+static int each_item(const struct tool_cmd *cmd, const char *opt,
+		     const char *list, struct bench_opts *o,
+		     int (*take)(const struct tool_cmd *, const char *,
+				 struct bench_opts *))
 {
 	char *copy = strdup(list), *save = NULL;
-	uint64_t v;
-	int rc = 0;
+	int rc = 0, n = 0;
 
 	if (!copy)
 		return tool_errorf(NULL, "out of memory");
-	o->nsizes = 0;
 	for (char *w = strtok_r(copy, ",", &save); w && !rc;
-	     w = strtok_r(NULL, ",", &save)) {
-		if ((rc = tool_parse_range(cmd, "--sizes", w, 1, 1 << 20,
-					   "sizes of 1 to 1m", &v)))
-			break;
-		if (o->nsizes == (int)(sizeof(o->sizes) /
-				       sizeof(o->sizes[0])))
-			rc = tool_usage(cmd, "--sizes: at most %d sizes",
-					o->nsizes);
-		else
-			o->sizes[o->nsizes++] = v;
-	}
+	     w = strtok_r(NULL, ",", &save), n++)
+		rc = take(cmd, w, o);
 	free(copy);
-	if (!rc && o->nsizes == 0)
-		rc = tool_usage(cmd, "--sizes: no size in '%s'", list);
+	if (!rc && n == 0)
+		rc = tool_usage(cmd, "%s: nothing in '%s'", opt, list);
 	return rc;
 }
 
-/* --dirty 1,10,100,ramp: the mmap workload's points. */
-static int parse_dirty(const struct tool_cmd *cmd, const char *list,
-		       struct bench_opts *o)
+/* --sizes 64,64k,1m: one of the replace workload's content sizes. */
+static int take_size(const struct tool_cmd *cmd, const char *w,
+		     struct bench_opts *o)
+{
+	uint64_t v;
+	int rc = tool_parse_range(cmd, "--sizes", w, 1, 1 << 20,
+				  "sizes of 1 to 1m", &v);
+	if (rc)
+		return rc;
+	if (o->nsizes == (int)(sizeof(o->sizes) / sizeof(o->sizes[0])))
+		return tool_usage(cmd, "--sizes: at most %d sizes", o->nsizes);
+	o->sizes[o->nsizes++] = v;
+	return 0;
+}
+
+/* --dirty 1,10,100,ramp: one of the mmap workload's points. */
+static int take_dirty(const struct tool_cmd *cmd, const char *w,
+		      struct bench_opts *o)
 {
 	static const char *const names[] = { "1", "10", "100", "ramp" };
-	char *copy = strdup(list), *save = NULL;
-	int rc = 0;
-
-	if (!copy)
-		return tool_errorf(NULL, "out of memory");
-	o->dirty = 0;
-	for (char *w = strtok_r(copy, ",", &save); w && !rc;
-	     w = strtok_r(NULL, ",", &save)) {
-		size_t i = 0;
-		while (i < 4 && strcmp(w, names[i]) != 0)
-			i++;
-		if (i == 4)
-			rc = tool_usage(cmd, "--dirty: '%s' is not one of 1, "
-					"10, 100, ramp", w);
-		else
-			o->dirty |= 1u << i;
-	}
-	free(copy);
-	if (!rc && !o->dirty)
-		rc = tool_usage(cmd, "--dirty: nothing in '%s'", list);
-	return rc;
+	size_t i = 0;
+	while (i < 4 && strcmp(w, names[i]) != 0)
+		i++;
+	if (i == 4)
+		return tool_usage(cmd, "--dirty: '%s' is not one of 1, 10, "
+				  "100, ramp", w);
+	o->dirty |= 1u << i;
+	return 0;
 }
 
 static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
@@ -216,11 +210,15 @@ static int bench_f(const struct tool_cmd *cmd, int argc, char **argv)
 			o.ops = (int)v;
 			break;
 		case 'z':
-			if ((rc = parse_sizes(cmd, optarg, &o)))
+			o.nsizes = 0;
+			if ((rc = each_item(cmd, "--sizes", optarg, &o,
+					    take_size)))
 				return rc;
 			break;
 		case 'D':
-			if ((rc = parse_dirty(cmd, optarg, &o)))
+			o.dirty = 0;
+			if ((rc = each_item(cmd, "--dirty", optarg, &o,
+					    take_dirty)))
 				return rc;
 			break;
 		case 'h':
