@@ -327,7 +327,10 @@ int oa_commit(oa_file *f);
 int oa_commit_group(oa_file *const files[], size_t n);
 
 /* oa_abort - drop every pending change and keep the handle open.  Returns 0,
- * or -1: EIO for a latched handle. */
+ * or -1: EIO for a latched handle (also one latched by a flush that failed
+ * while the dropped transaction's journal space was given back: dropped
+ * all the same), ENOMEM where mappings could not be frozen (nothing
+ * dropped), EBADF. */
 int oa_abort(oa_file *f);
 
 /*
