@@ -39,18 +39,23 @@ static int copy_range(struct oa_file *f, int jfd, uint64_t off, uint64_t len,
 }
 
 /*
- * A commit whose ops' journal bytes all lie within one buffer's span and
- * none of which is cloned: those bytes in one read, then each op written
- * from memory - one read per commit instead of one per op (a commit of
- * scattered pages or 64-byte stores has thousands of ops, packed into one
- * record).  1 applied, 0 not this case, -1 error.
+ * A commit of small scattered ops (pages, 64-byte stores through a
+ * mapping: thousands of ops packed into one record, in the order they were
+ * captured, not in file order): the journal span that holds their bytes is
+ * read once, a buffer at a time, and each op written from memory, instead
+ * of one read per op.  Only where the span is at most 1 MiB or is dense
+ * (at most four times the bytes the ops need, and 16 buffers), and no op
+ * is cloned.  1 applied, 0 not this case, -1 error.
  */
+#define GATHER_MAX (16 * (uint64_t)OA_BUF_BYTES)
+
 static int apply_gathered(struct oa_file *f, int jfd,
 			  const struct oa_commit_hdr *ch,
 			  const unsigned char *body)
 {
-	uint64_t lo = UINT64_MAX, hi = 0, ca, cb;
+	uint64_t lo = UINT64_MAX, hi = 0, need = 0, ca, cb;
 	struct oa_op op;
+	bool first = true;
 
 	if (ch->nops < 2)
 		return 0;
@@ -62,21 +67,34 @@ static int apply_gathered(struct oa_file *f, int jfd,
 			lo = op.joff;
 		if (op.joff + op.len > hi)
 			hi = op.joff + op.len;
-		if (hi - lo > OA_BUF_BYTES)
+		need += op.len;
+		if (hi - lo > GATHER_MAX)
 			return 0;
 	}
-	if (hi > lo && oa_pread_full(jfd, f->buf, hi - lo, (off_t)lo) < 0)
-		return -1;
-	if (lo >= OA_JRNL_INITIAL)
-		oa_xdrop(jfd, lo, hi - lo);   /* as copy_range does */
-	for (uint64_t i = 0; i < ch->nops; i++) {
-		oa_op_get(body, i, &op);
-		if (oa_pwrite_full(f->tfd, f->buf + (op.joff - lo), op.len,
-				   (off_t)op.off) < 0)
+	if (hi <= lo || (hi - lo > OA_BUF_BYTES && hi - lo > 4 * need))
+		return 0;
+	for (uint64_t c = lo; c < hi; c += OA_BUF_BYTES) {
+		uint64_t ce = hi - c < OA_BUF_BYTES ? hi : c + OA_BUF_BYTES;
+		if (oa_pread_full(jfd, f->buf, ce - c, (off_t)c) < 0)
 			return -1;
-		oa_wb_note(&f->twb, f->tfd, op.off, op.len);
-		if (i == 0)
-			oa_killpoint(OA_KP_HALF_APPLIED);
+		if (c >= OA_JRNL_INITIAL)
+			oa_xdrop(jfd, c, ce - c);   /* as copy_range does */
+		/* each op's part in [c, ce) */
+		for (uint64_t i = 0; i < ch->nops; i++) {
+			oa_op_get(body, i, &op);
+			uint64_t a = op.joff > c ? op.joff : c;
+			uint64_t e = op.joff + op.len < ce ? op.joff + op.len : ce;
+			if (a >= e)
+				continue;
+			uint64_t to = op.off + (a - op.joff);
+			if (oa_pwrite_full(f->tfd, f->buf + (a - c), e - a,
+					   (off_t)to) < 0)
+				return -1;
+			oa_wb_note(&f->twb, f->tfd, to, e - a);
+			if (first)
+				oa_killpoint(OA_KP_HALF_APPLIED);
+			first = false;
+		}
 	}
 	return 1;
 }

@@ -365,6 +365,61 @@ static void test_scattered(void)
 	CHECK_FILE(path, model, sizeof(model), sizeof(model));
 }
 
+/* Many small writes scattered over a 60 MiB file, in an order that is not
+ * the file's, 3 MiB of journal: the apply reads their journal span in
+ * 1 MiB pieces and writes each op's part from memory (apply.c); the
+ * committer killed after the first op's part, recovery replays the same
+ * way.  Both must give every byte. */
+enum { SB_PAGES = 15360, SB_LEN = 100 };
+
+static void scattered_big_writes(oa_file *f, unsigned char *model)
+{
+	unsigned char b[SB_LEN];
+	for (int i = 0; i < 2 * SB_PAGES; i++) {
+		/* every seventh page backwards, twice per page */
+		uint64_t pg = SB_PAGES - 1 - ((uint64_t)i * 7) % SB_PAGES;
+		off_t o = (off_t)(pg * 4096 + (i < SB_PAGES ? 40 : 2000));
+		tu_fill_stamp(b, sizeof(b), (uint64_t)i + 1);
+		tu_oa_pwrite(f, b, sizeof(b), o);
+		memcpy(model + o, b, sizeof(b));
+	}
+}
+
+static int scattered_big_child(void *arg)
+{
+	static unsigned char model[SB_PAGES * 4096];
+	oa_file *f = tu_oa_open(arg, O_RDWR, 0);
+	scattered_big_writes(f, model);
+	oa__set_killpoint(OA_KP_HALF_APPLIED);
+	oa_commit(f);
+	return 3;
+}
+
+static void test_scattered_big(void)
+{
+	const char *path = tu_path("scattered-big");
+	static unsigned char model[SB_PAGES * 4096];
+	oa_file *f;
+
+	memset(model, 'x', sizeof(model));
+	tu_write_file(path, model, sizeof(model), 0644);
+	f = tu_oa_open(path, O_RDWR, 0);
+	scattered_big_writes(f, model);
+	CHECK_OK(oa_commit(f));
+	CHECK_FILE(path, model, sizeof(model), sizeof(model));
+	CHECK_OK(oa_close(f));
+	CHECK_FILE(path, model, sizeof(model), sizeof(model));
+	/* again from the committed file, killed half-way through the apply */
+	tu_pin_journal();
+	int st = tu_run_child(scattered_big_child, (void *)path);
+	tu_unpin_journal();
+	CHECKF(WIFSIGNALED(st), "the committer did not die: %s",
+	       tu_status_str(st));
+	CHECK_OK(oa_recover(path));
+	/* the child wrote the same stamps again: the model stands */
+	CHECK_FILE(path, model, sizeof(model), sizeof(model));
+}
+
 int main(void)
 {
 	tu_alarm(280);
@@ -375,5 +430,6 @@ int main(void)
 	test_many_commits();
 	test_last_wins();
 	test_scattered();
+	test_scattered_big();
 	return 0;
 }
