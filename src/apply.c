@@ -38,72 +38,11 @@ static int copy_range(struct oa_file *f, int jfd, uint64_t off, uint64_t len,
 	return 0;
 }
 
-/*
- * A commit of small scattered ops (pages, 64-byte stores through a
- * mapping: thousands of ops packed into one record, in the order they were
- * captured, not in file order): the journal span that holds their bytes is
- * read once, a buffer at a time, and each op written from memory, instead
- * of one read per op.  Only where the span is at most 1 MiB or is dense
- * (at most four times the bytes the ops need, and 16 buffers), and no op
- * is cloned.  1 applied, 0 not this case, -1 error.
- */
-#define GATHER_MAX (16 * (uint64_t)OA_BUF_BYTES)
-
-static int apply_gathered(struct oa_file *f, int jfd,
-			  const struct oa_commit_hdr *ch,
-			  const unsigned char *body)
-{
-	uint64_t lo = UINT64_MAX, hi = 0, need = 0, ca, cb;
-	struct oa_op op;
-	bool first = true;
-
-	if (ch->nops < 2)
-		return 0;
-	for (uint64_t i = 0; i < ch->nops; i++) {
-		oa_op_get(body, i, &op);
-		if (oa_clone_span(f, op.off, op.len, op.joff, &ca, &cb))
-			return 0;
-		if (op.joff < lo)
-			lo = op.joff;
-		if (op.joff + op.len > hi)
-			hi = op.joff + op.len;
-		need += op.len;
-		if (hi - lo > GATHER_MAX)
-			return 0;
-	}
-	if (hi <= lo || (hi - lo > OA_BUF_BYTES && hi - lo > 4 * need))
-		return 0;
-	for (uint64_t c = lo; c < hi; c += OA_BUF_BYTES) {
-		uint64_t ce = hi - c < OA_BUF_BYTES ? hi : c + OA_BUF_BYTES;
-		if (oa_pread_full(jfd, f->buf, ce - c, (off_t)c) < 0)
-			return -1;
-		if (c >= OA_JRNL_INITIAL)
-			oa_xdrop(jfd, c, ce - c);   /* as copy_range does */
-		/* each op's part in [c, ce) */
-		for (uint64_t i = 0; i < ch->nops; i++) {
-			oa_op_get(body, i, &op);
-			uint64_t a = op.joff > c ? op.joff : c;
-			uint64_t e = op.joff + op.len < ce ? op.joff + op.len : ce;
-			if (a >= e)
-				continue;
-			uint64_t to = op.off + (a - op.joff);
-			if (oa_pwrite_full(f->tfd, f->buf + (a - c), e - a,
-					   (off_t)to) < 0)
-				return -1;
-			oa_wb_note(&f->twb, f->tfd, to, e - a);
-			if (first)
-				oa_killpoint(OA_KP_HALF_APPLIED);
-			first = false;
-		}
-	}
-	return 1;
-}
-
 int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	     const unsigned char *body)
 {
 	uint64_t size;
-	int r = -1, g;
+	int r = -1;
 
 	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (oa_need_buf(f) < 0 || oa_ctl_lock(f, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
@@ -113,10 +52,7 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	if (ch->trunc_min != OA_NO_TRUNC && size > ch->trunc_min &&
 	    oa_xftruncate(f->tfd, (off_t)ch->trunc_min) < 0)
 		goto out;
-	g = apply_gathered(f, jfd, ch, body);
-	if (g < 0)
-		goto out;
-	for (uint64_t i = 0; i < ch->nops && !g; i++) {
+	for (uint64_t i = 0; i < ch->nops; i++) {
 		struct oa_op op;
 		oa_op_get(body, i, &op);
 		uint64_t off = op.off, len = op.len, joff = op.joff, ca, cb;
