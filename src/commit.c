@@ -168,7 +168,7 @@ static int write_rec(struct cstate *c)
 	if (reserve(f, ch, rec + OA_REC_HDR, c->fsize) < 0)
 		return -1;
 	/* Beyond the newest commit record, tried or written, the journal
-	 * holds no commit (oa_journal_recycle_locked's cut for space). */
+	 * holds no commit (checkpoint.c give_back_dropped). */
 	end = oa_align_up(c->lsn + OA_REC_HDR + c->body, OA_REC_ALIGN);
 	if (f->jcommit_end != UINT64_MAX && end > f->jcommit_end)
 		f->jcommit_end = end;

@@ -491,6 +491,16 @@ static int ctl_flush(struct oa_file *f)
 		l.flags |= OA_LIVE_CTLERR | OA_LIVE_J0ERR;
 		oa_live_write(f, &l);
 	}
+	/* This handle's pending transaction has records in journal 0, written
+	 * before the flush: they may be among its lost pages, and the journal
+	 * is all that holds them, so the transaction can never commit
+	 * (OA_LIVE_J0ERR fails it): the handle latches now, as a failed
+	 * commit flush latches it, rather than report a space error whose
+	 * retry can only fail. */
+	if (f->jfd >= 0 && f->jidx == 0 && f->txn_bytes > 0) {
+		f->latched = true;
+		e = EIO;
+	}
 	errno = e;
 	return -1;
 }

@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28, 30-33 and 40-48)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-34 and 40-48)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 40 41 42 43 44 45 46 47 48}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 40 41 42 43 44 45 46 47 48}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -55,6 +55,7 @@ declare -A what=(
 	[31]="mappings: stores join the transaction after its commit point"
 	[32]="mappings: an abort leaves the aborted stores in the mapping"
 	[33]="a checkpoint that failed for space retries its failed flush after giving the dropped bytes back (I9)"
+	[34]="a checkpoint that failed for space gives back the journal bytes of a pending transaction (I1, FORMAT I4)"
 	[40]="oatomic run: a commit in two transactions, half of each extent in the first (P4)"
 	[41]="oatomic run: a process's last close commits while another still holds the file (P5)"
 	[42]="oatomic run: a hand-over to the temporary file copies the bytes written, not whole blocks (P2, P6)"
@@ -77,6 +78,8 @@ declare -A tests_of=(
 	[25]="conf_damage"   # damage after a kill: no other test damages
 	                     # an acknowledged commit in the boot that made it
 	[28]="conf_clean"    # an old journal put back beside a clean file
+	[33]="sim_faults"    # 33-34: a checkpoint failing for space; only
+	[34]="sim_faults"    # fault injection makes one (sim_explore cannot)
 	[40]="preload_torture.sh"   # 40-41: the preload library's protocol
 	[41]="preload_programs.sh"  # (preload/), by its own tests
 	[42]="preload_programs.sh"
