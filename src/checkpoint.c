@@ -30,33 +30,35 @@ static int flush_target(struct oa_file *f, struct oa_live *l)
 }
 
 /*
- * A checkpoint record that got no block (-2 from oa_ctl_write_ckpt: its
+ * For a checkpoint record that got no block (-2 from oa_ctl_write_ckpt: its
  * header slot is a hole of the control file, made by a cut - FORMAT.md
- * "Clean" - on a disk that a transaction filled and that was then
- * dropped; giving that transaction's space back, in oa_abort and
- * oa_close, begins with this checkpoint).  The dropped bytes go first:
- * with no transaction pending, beyond the newest commit record written or
- * tried in this generation (jcommit_end) the handle's journal holds only
- * data records of transactions that have no commit record and never will,
- * which no recovery applies (I1), whatever part of the cut a crash keeps;
- * the cut is not flushed and needs none.  Never while a transaction is
- * pending: its data records lie there, and its commit (the exchange
- * method's checkpoint comes before it) would read them back as a hole.  Then only the slot is written again: the flush of the file before
- * it returned 0, and a flush is never retried (I9: a failed one has lost
- * its pages and the next returns 0 without them).  1 cut, 0 nothing to
- * give back, -1 error.
+ * "Clean" - on a disk that a transaction filled before it was dropped;
+ * giving that transaction's space back, in oa_abort and oa_close, begins
+ * with this checkpoint): the dropped bytes go first.  With no transaction
+ * pending, beyond the newest commit record written or tried in this
+ * generation (jcommit_end) the handle's journal holds only data records of
+ * transactions that have no commit record and never will, which no
+ * recovery applies (I1), whatever part of the cut a crash keeps; the cut
+ * is not flushed and needs none.  Never while a transaction is pending:
+ * its data records lie there, and its commit (the exchange method
+ * checkpoints before it) would read them back as a hole.  1 cut, 0 nothing
+ * to give back, -1 error.
  */
 static int give_back_dropped(struct oa_file *f)
 {
 	uint64_t size;
-	if ((f->pending && !MUTANT(34)) || f->jfd < 0 || f->jcommit_end == UINT64_MAX ||
-	    oa_xfsize(f->jfd, &size) < 0 || size <= f->jcommit_end)
+	if ((f->pending && !MUTANT(34)) || f->jfd < 0 ||
+	    f->jcommit_end == UINT64_MAX || oa_xfsize(f->jfd, &size) < 0 ||
+	    size <= f->jcommit_end)
 		return 0;
 	return oa_xftruncate(f->jfd, f->jcommit_end) < 0 ? -1 : 1;
 }
 
 /* The checkpoint record for every commit up to the live area's last_seq,
- * whose apply a flush of the file that returned 0 made durable (I5). */
+ * whose apply a flush of the file that returned 0 made durable (I5).  A
+ * slot that got no block is written again once the dropped bytes are given
+ * back; the flush before it is not repeated (I9: a failed one has lost its
+ * pages, and the next returns 0 without them). */
 static int ckpt_record(struct oa_file *f, struct oa_live *l)
 {
 	int r = oa_ctl_write_ckpt(f, l->last_seq);

@@ -168,10 +168,10 @@ static int write_rec(struct cstate *c)
 	if (reserve(f, ch, rec + OA_REC_HDR, c->fsize) < 0)
 		return -1;
 	/* Beyond the newest commit record, tried or written, the journal
-	 * holds no commit (checkpoint.c give_back_dropped). */
-	end = oa_align_up(c->lsn + OA_REC_HDR + c->body, OA_REC_ALIGN);
-	if (f->jcommit_end != UINT64_MAX && end > f->jcommit_end)
-		f->jcommit_end = end;
+	 * holds no commit (checkpoint.c give_back_dropped); positions only
+	 * grow within a generation. */
+	f->jcommit_end = oa_align_up(c->lsn + OA_REC_HDR + c->body,
+				     OA_REC_ALIGN);
 	/* I10: mark the commit in flight before its record exists. */
 	c->l.last_seq = c->seq;
 	c->l.dirty_seq = c->seq;

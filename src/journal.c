@@ -166,7 +166,6 @@ static int take_j0(struct oa_file *f)
 		return errno == EAGAIN ? 0 : -1;
 	}
 	f->jfd = fd;
-	f->jcommit_end = UINT64_MAX;   /* the last owner's, until the reset */
 	f->jidx = 0;
 	f->jbase = OA_J0_SLOT;
 	f->jdata = OA_J0_DATA;
@@ -229,7 +228,6 @@ static int take_extra(struct oa_file *f, bool *fresh_out)
 			return -1;
 		}
 		f->jfd = fd;
-		f->jcommit_end = UINT64_MAX;
 		f->jidx = k;
 		f->jbase = 0;
 		f->jdata = OA_DATA_START;
@@ -253,6 +251,9 @@ int oa_journal_acquire(struct oa_file *f)
 		return -1;
 	}
 	oa_home_refresh(f);
+	/* Whatever the journal taken holds is its last owner's until the
+	 * reset (recycle below): nothing of it is known to be dropped. */
+	f->jcommit_end = UINT64_MAX;
 	r = take_j0(f);
 	if (r < 0)
 		return -1;
