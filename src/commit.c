@@ -50,9 +50,56 @@ static int reserve_range(struct oa_file *f, uint64_t off, uint64_t len,
 	return 0;
 }
 
+/* The next hole of the file at or after OFF, below SIZE; SIZE where there
+ * is none, or where the file system cannot tell (no SEEK_HOLE: the apply
+ * then takes its chances, as where fallocate is not supported). */
+static uint64_t next_hole(struct oa_file *f, uint64_t off, uint64_t size)
+{
+	off_t h;
+	if (off >= size)
+		return size;
+	h = oa_sys->lseek(f->tfd, (off_t)off, SEEK_HOLE);
+	return h < 0 || (uint64_t)h > size ? size : (uint64_t)h;
+}
+
+/* A write into a hole takes new blocks as growth does (a sparse file, a
+ * file on tmpfs): the holes the ops cover inside the file are allocated
+ * too.  One lseek for a file without holes below the ops. */
+static int reserve_holes(struct oa_file *f, const struct oa_commit_hdr *ch,
+			 const unsigned char *body, uint64_t size)
+{
+	uint64_t hole = UINT64_MAX;
+	for (uint64_t i = 0; i < ch->nops && !MUTANT(35); i++) {
+		struct oa_op op;
+		oa_op_get(body, i, &op);
+		uint64_t a = op.off, b = op.off + op.len;
+		if (a >= size)
+			break;   /* growth: reserve() */
+		if (b > size)
+			b = size;
+		if (hole == UINT64_MAX || hole < a)
+			hole = next_hole(f, a, size);
+		while (hole < b) {
+			off_t d = oa_sys->lseek(f->tfd, (off_t)hole, SEEK_DATA);
+			uint64_t end = d < 0 || (uint64_t)d > b ? b : (uint64_t)d;
+			if (end <= hole)
+				break;   /* (a file changing under us) */
+			if (oa_sys->fallocate(f->tfd, FALLOC_FL_KEEP_SIZE,
+					      (off_t)hole,
+					      (off_t)(end - hole)) < 0 &&
+			    errno != EOPNOTSUPP && errno != ENOSYS)
+				return -1;
+			hole = next_hole(f, end, size);
+		}
+	}
+	return 0;
+}
+
 static int reserve(struct oa_file *f, const struct oa_commit_hdr *ch,
 		   const unsigned char *body, uint64_t size)
 {
+	if (reserve_holes(f, ch, body, size) < 0)
+		return -1;
 	for (uint64_t i = ch->nops; i-- > 0;) {
 		struct oa_op op;
 		oa_op_get(body, i, &op);
@@ -163,8 +210,9 @@ static int write_rec(struct cstate *c)
 		return -1;
 	/* Space for the apply is taken before the commit point, so that a full
 	 * file system fails the commit (file unchanged) rather than the apply
-	 * after it.  Growth beyond the end is what needs new blocks; where
-	 * fallocate is not supported the apply takes its chances. */
+	 * after it.  Growth beyond the end and holes inside the file are what
+	 * need new blocks; where fallocate is not supported the apply takes
+	 * its chances. */
 	if (reserve(f, ch, rec + OA_REC_HDR, c->fsize) < 0)
 		return -1;
 	/* Beyond the newest commit record, tried or written, the journal

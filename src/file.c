@@ -1171,6 +1171,16 @@ int oa_munmap(oa_file *f, void *addr, size_t length)
 
 /* ---- commit, abort, close ---- */
 
+static int reclaim(struct oa_file *f);
+static struct oa_file *handle_sibling(struct oa_file *f);
+static const struct oa_gc_ops gc_ops = {
+	.open_sibling = handle_sibling,
+	.pwrite = oa_pwrite,
+	.commit = oa_commit,
+	.abort = oa_abort,
+	.close = oa_close,
+};
+
 static int commit_txn(struct oa_file *f)
 {
 	if (!f->pending)
@@ -1189,7 +1199,30 @@ static int commit_txn(struct oa_file *f)
 		if (oa_unshadow(f) < 0)  /* not possible: the journal */
 			return -1;
 	}
-	return oa_commit_journal(f);
+	/* Concurrent commits of the file in this process share a flush
+	 * (gcommit.c, B1-B5). */
+	int r;
+	switch (oa_gc_enter(f, &gc_ops)) {
+	case OA_GC_MERGED:
+		/* Committed by a batch: what this handle's journal holds of
+		 * it never gets a commit record (I1), as if aborted. */
+		oa_txn_drop(f);
+		if (reclaim(f) < 0 && errno == EIO) {
+			f->latched = true;
+			return -1;
+		}
+		return 0;
+	case OA_GC_EIO:
+		f->latched = true;   /* B3, I9 */
+		errno = EIO;
+		return -1;
+	case OA_GC_ALONE:
+		r = oa_commit_journal(f);
+		oa_gc_done(f);
+		return r;
+	default:
+		return oa_commit_journal(f);
+	}
 }
 
 int oa_commit(oa_file *f)
@@ -1234,6 +1267,32 @@ static char *fd_path(int fd)
 	}
 	p[n] = 0;
 	return p;
+}
+
+/* The combiner of F's file (gcommit.c, struct oa_gc_ops). */
+static struct oa_file *handle_sibling(struct oa_file *f)
+{
+	char *path = fd_path(f->tfd), *jdir = NULL;
+	struct oa_file *c = NULL;
+	if (!path)
+		return NULL;
+	if (!f->jdir || (jdir = fd_path(f->dfd))) {
+		struct oa_options o = { .size = sizeof(o),
+					.method = OA_METHOD_JOURNAL,
+					.journal_dir = jdir };
+		c = handle_open(AT_FDCWD, path, O_RDWR, 0, &o, P_WORK);
+	}
+	free(path);
+	free(jdir);
+	/* the name may lead to another file by now */
+	if (c && (c->dev != f->dev || c->ino != f->ino)) {
+		oa_close(c);
+		errno = ESTALE;
+		return NULL;
+	}
+	if (c)
+		c->gc_off = true;   /* its own commits are the batches */
+	return c;
 }
 
 /* How recovery finds member F again: the path it has now (checked to name
@@ -1496,6 +1555,7 @@ int oa_close(oa_file *f)
 		oa_handle_free(f);
 		return 0;
 	}
+	oa_gc_leave(f);   /* before the last close: its combiner goes */
 	oa_map_free(f);   /* mappings go: their stores with the rest */
 	oa_txn_drop(f);   /* what was pending is discarded */
 	if (!f->latched && f->cfd >= 0 && f->cfd_rw)

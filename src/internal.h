@@ -150,6 +150,9 @@ struct oa_file {
 	 * so that recovery through a member settles the whole group */
 	struct oa_gref *gco;
 	size_t ngco;
+	struct oa_gc *gc;   /* group commit (gcommit.c): the file's entry in
+			     * this process, once the handle committed */
+	bool gc_off;        /* never batched: a combiner itself */
 };
 
 /*
@@ -496,6 +499,35 @@ void oa_home_refresh(struct oa_file *f);
 /* The stable identity of block device RDEV (home.c says from what), as the
  * "inode" its sidecars record: 0, or -1 with ENODEV (none to be had). */
 int oa_blkdev_identity(dev_t rdev, uint64_t *id);
+
+/* ---- gcommit.c: concurrent commits of one file in a process batched ---- */
+/* Largest transaction a batch takes (B4): bigger ones commit alone. */
+#define OA_GC_MAX (1u << 20)
+enum {
+	OA_GC_ALONE_FREE = 0,  /* not for batching: commit alone */
+	OA_GC_ALONE = 1,       /* commit alone, then oa_gc_done */
+	OA_GC_MERGED = 2,      /* a batch committed it: durable and applied */
+	OA_GC_SELF = 3,        /* a batch failed before its commit point: the
+				* transaction is pending; commit alone */
+	OA_GC_EIO = 4,         /* a batch's flush failed: latch (I9) */
+};
+/* What the batches need of the layer above (file.c hands them down, as
+ * the seam's table is handed down: gcommit.c calls nothing above it):
+ * a new handle on F's file, with F's journal directory, that commits with
+ * the journal method (the combiner); and the public calls on it. */
+struct oa_gc_ops {
+	struct oa_file *(*open_sibling)(struct oa_file *f);
+	ssize_t (*pwrite)(struct oa_file *f, const void *buf, size_t n,
+			  off_t off);
+	int (*commit)(struct oa_file *f);
+	int (*abort)(struct oa_file *f);
+	int (*close)(struct oa_file *f);
+};
+int oa_gc_enter(struct oa_file *f, const struct oa_gc_ops *ops);
+void oa_gc_done(struct oa_file *f);
+/* The handle leaves its file's entry (oa_close); the last closes the
+ * combiner. */
+void oa_gc_leave(struct oa_file *f);
 
 /* ---- journal.c: a handle's journal and its pending transaction ---- */
 /* Exchange method.  Index extents whose joff has OA_SHADOW set hold their

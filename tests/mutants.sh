@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28, 30-34 and 40-48)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-35 and 40-50)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 40 41 42 43 44 45 46 47 48}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -56,6 +56,7 @@ declare -A what=(
 	[32]="mappings: an abort leaves the aborted stores in the mapping"
 	[33]="a checkpoint that failed for space retries its failed flush after giving the dropped bytes back (I9)"
 	[34]="a checkpoint that failed for space gives back the journal bytes of a pending transaction (I1, FORMAT I4)"
+	[35]="a write into a hole inside the file takes no space before the commit point: a full disk fails the apply after it (EIO) instead of the commit"
 	[40]="oatomic run: a commit in two transactions, half of each extent in the first (P4)"
 	[41]="oatomic run: a process's last close commits while another still holds the file (P5)"
 	[42]="oatomic run: a hand-over to the temporary file copies the bytes written, not whole blocks (P2, P6)"
@@ -65,6 +66,8 @@ declare -A what=(
 	[46]="group: a member's recovery replays its record without asking the coordinator (G2)"
 	[47]="group: the coordinator's recovery does not settle the members (G5)"
 	[48]="group: members checkpointed before every file of the group is flushed (G5)"
+	[49]="group commit: a batch's members acknowledged before the batch is durable (B1)"
+	[50]="group commit: a batch that failed before its commit point reported as committed (B3)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -80,6 +83,9 @@ declare -A tests_of=(
 	[28]="conf_clean"    # an old journal put back beside a clean file
 	[33]="sim_faults"    # 33-34: a checkpoint failing for space; only
 	[34]="sim_faults"    # fault injection makes one (sim_explore cannot)
+	[35]="conf_gcommit"  # 35, 49, 50: a full sparse file; threads whose
+	[49]="conf_gcommit"  # commits are batched (src/gcommit.c), killed
+	[50]="conf_gcommit"  # and on a full file system
 	[40]="preload_torture.sh"   # 40-41: the preload library's protocol
 	[41]="preload_programs.sh"  # (preload/), by its own tests
 	[42]="preload_programs.sh"
