@@ -119,27 +119,21 @@ static void fork_child(void)
 	pthread_mutex_unlock(&g_lock);
 }
 
+static bool g_off;                /* OATOMIC_GROUP_COMMIT=0 */
+
 static void gc_init(void)
 {
+	const char *e = getenv("OATOMIC_GROUP_COMMIT");
+	g_off = e && e[0] == '0';
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-static int g_off = -1;           /* OATOMIC_GROUP_COMMIT=0 */
-
-static bool gc_disabled(void)
-{
-	if (g_off < 0) {
-		const char *e = getenv("OATOMIC_GROUP_COMMIT");
-		g_off = e && e[0] == '0';
-	}
-	return g_off;
 }
 
 /* B4 */
 static bool eligible(const struct oa_file *f)
 {
-	return !f->gc_off && f->pending && !f->staged && !f->shadowed && !f->has_trunc &&
-	       !f->blkdev && f->jfd >= 0 && f->cfd >= 0 && f->dfd >= 0 &&
-	       f->txn_bytes <= OA_GC_MAX &&
+	return !f->gc_off && f->pending && !f->staged && !f->shadowed &&
+	       !f->has_trunc && !f->blkdev && f->jfd >= 0 && f->cfd >= 0 &&
+	       f->dfd >= 0 && f->txn_bytes <= OA_GC_MAX &&
 	       (f->opt.method == OA_METHOD_AUTO ||
 		f->opt.method == OA_METHOD_JOURNAL);
 }
@@ -155,7 +149,6 @@ static struct oa_gc *join(struct oa_file *f, const struct oa_gc_ops *ops)
 		return f->gc;
 	if (oa_sys->fstat(f->dfd, &d) < 0)
 		return NULL;
-	pthread_once(&g_once, gc_init);
 	pthread_mutex_lock(&g_lock);
 	g_gen = oa_fork_gen();
 	for (g = g_list; g; g = g->next)
@@ -325,7 +318,8 @@ int oa_gc_enter(struct oa_file *f, const struct oa_gc_ops *ops)
 	struct timespec until;
 	bool waited = false;
 
-	if (gc_disabled() || !eligible(f) || !(g = join(f, ops)))
+	pthread_once(&g_once, gc_init);
+	if (g_off || !eligible(f) || !(g = join(f, ops)))
 		return OA_GC_ALONE_FREE;
 	pthread_mutex_lock(&g->mu);
 	if (g->broken) {

@@ -7,6 +7,8 @@
  *     every pair it reads is one commit; at the end each thread's pages
  *     hold its last stamp, and the library made fewer flushes than commits
  *     (batches ran).  With OATOMIC_GROUP_COMMIT=0: a flush per commit.
+ *     Again with a third of the threads storing through oa_mmap and a
+ *     third truncating in every transaction (never batched).
  *  2. A process of 8 such threads, SIGKILLed at random moments (200
  *     rounds; GC_KILLS): after recovery each thread's pages hold the stamp
  *     the thread last saw acknowledged, or the next one, and both the same
@@ -57,7 +59,11 @@ struct wr {
 	int t;
 	int n;
 	_Atomic uint64_t *ack;   /* last stamp acknowledged, or NULL */
+	int how;                 /* W_* */
 };
+enum { W_WRITE, W_MAP, W_TRUNC };
+static int mixed;                /* threads write W_WRITE, W_MAP, W_TRUNC by
+				  * turns (test_mixed) */
 static uint64_t stamp_base;      /* the round, in the writer mode */
 static bool ack_alive;           /* ack only while the file system is up */
 
@@ -66,11 +72,26 @@ static void *writer(void *arg)
 	struct wr *w = arg;
 	unsigned char *buf = tu_malloc(PG);
 	oa_file *f = tu_oa_open_at(__FILE__, __LINE__, path, wr_flags, 0);
+	unsigned char *m = NULL;
+	if (w->how == W_MAP) {
+		m = oa_mmap(f, 2 * NT * PG, PROT_READ | PROT_WRITE, 0);
+		CHECK(m != MAP_FAILED);
+	}
 	for (int k = 1; k <= w->n; k++) {
 		uint64_t s = STAMP(w->t, stamp_base + (uint64_t)k);
 		tu_fill_stamp(buf, PG, s);
-		tu_oa_pwrite_at(__FILE__, __LINE__, f, buf, PG, page_a(w->t));
-		tu_oa_pwrite_at(__FILE__, __LINE__, f, buf, PG, page_b(w->t));
+		if (m) {
+			/* stores: pending like writes, committed with them */
+			memcpy(m + page_a(w->t), buf, PG);
+			memcpy(m + page_b(w->t), buf, PG);
+		} else {
+			tu_oa_pwrite_at(__FILE__, __LINE__, f, buf, PG,
+					page_a(w->t));
+			tu_oa_pwrite_at(__FILE__, __LINE__, f, buf, PG,
+					page_b(w->t));
+		}
+		if (w->how == W_TRUNC)   /* never batched: commits alone */
+			CHECK_OK(oa_ftruncate(f, 2 * NT * PG));
 		CHECK_OK(oa_commit(f));
 		if (ack_alive)
 			tort_check_alive(path);   /* (a cut: calls may return 0
@@ -78,6 +99,8 @@ static void *writer(void *arg)
 		if (w->ack)
 			atomic_store(&w->ack[w->t], s);
 	}
+	if (m)
+		CHECK_OK(oa_munmap(f, m, 2 * NT * PG));
 	CHECK_OK(oa_close(f));
 	free(buf);
 	return NULL;
@@ -119,7 +142,8 @@ static void run_threads(int n, _Atomic uint64_t *ack, bool with_reader)
 	if (with_reader)
 		CHECK(pthread_create(&rd, NULL, reader, NULL) == 0);
 	for (int t = 0; t < NT; t++) {
-		w[t] = (struct wr){ .t = t, .n = n, .ack = ack };
+		w[t] = (struct wr){ .t = t, .n = n, .ack = ack,
+				    .how = mixed ? t % 3 : W_WRITE };
 		CHECK(pthread_create(&th[t], NULL, writer, &w[t]) == 0);
 	}
 	for (int t = 0; t < NT; t++)
@@ -162,6 +186,18 @@ static void test_batches(void)
 	 * combiner's went with the rest */
 	CHECK_EQ(tu_file_size(tu_control_path(path)), 512);
 	CHECK_EQ(tu_count_journals(path), 1);
+}
+
+/* Stores through mappings and transactions that truncate (which commit
+ * alone) among the batched ones. */
+static void test_mixed(void)
+{
+	path = tu_path("mixed");
+	prepare(path);
+	mixed = 1;
+	run_threads(NCOMMIT, NULL, true);
+	mixed = 0;
+	check_final(NCOMMIT);
 }
 
 /* ---- 2: kills ---- */
@@ -453,6 +489,7 @@ int main(int argc, char **argv)
 	tu_alarm(240);
 	tu_pin_journal();
 	test_batches();
+	test_mixed();
 	test_kills();
 	test_full();
 	test_write_only();
