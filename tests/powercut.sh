@@ -45,13 +45,10 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-build=${BUILD:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-T=$build/tests/torture_cut
+. "$here/util/fs.sh"
+pc_build   # root, build, T
 TP=$build/tests/torture_pair
 tool=$build/oatomic
-. "$here/util/fs.sh"
 
 need_loop_mounts
 for t in "$T" "$TP"; do

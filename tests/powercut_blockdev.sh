@@ -24,12 +24,9 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-build=${BUILD:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-T=$build/tests/torture_cut
-B=$build/tests/conf_blockdev
 . "$here/util/fs.sh"
+pc_build   # root, build, T
+B=$build/tests/conf_blockdev
 
 need_loop_mounts mkfs.ext4
 for t in "$T" "$B"; do

@@ -36,12 +36,9 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-build=${BUILD:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-T=$build/tests/torture_cut
-G=$build/tests/conf_group
 . "$here/util/fs.sh"
+pc_build   # root, build, T
+G=$build/tests/conf_group
 
 need_loop_mounts mkfs.ext4 mkfs.xfs
 for t in "$T" "$G"; do
@@ -52,25 +49,7 @@ RANDOM=${POWERCUT_SEED:-$$}
 echo "NOTE: seed ${POWERCUT_SEED:-$$} (POWERCUT_SEED repeats it)"
 
 work=$(mktemp -d "${OA_TEST_DIR:-/tmp}/pcgroup.XXXXXX")
-E=$work/ext4 X=$work/xfs LE= LX= WPID=
-cleanup() {
-	if [ -n "$WPID" ]; then kill -9 $WPID 2>/dev/null; wait $WPID 2>/dev/null; fi
-	for m in "$E" "$X"; do
-		mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
-	done
-	[ -n "$LE" ] && losetup -d "$LE" 2>/dev/null
-	[ -n "$LX" ] && losetup -d "$LX" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$E" "$X"
-truncate -s 256M "$work/ext4.img" && truncate -s 512M "$work/xfs.img" || exit 1
-mkfs.ext4 -q -F "$work/ext4.img" >/dev/null 2>&1 || { echo "SKIP: mkfs.ext4 failed"; exit 77; }
-mkfs_xfs "$work/xfs.img" || { echo "SKIP: mkfs.xfs failed"; exit 77; }
-LE=$(losetup -f --show "$work/ext4.img") || { echo "SKIP: losetup"; exit 77; }
-LX=$(losetup -f --show "$work/xfs.img") || { echo "SKIP: losetup"; exit 77; }
-mount "$LE" "$E" || { echo "SKIP: cannot mount ext4"; exit 77; }
-mount_xfs "$LX" "$work/xfs.img" "$X" || { echo "SKIP: cannot mount XFS"; exit 77; }
+two_images "$work"   # E, X (mounts), LE, LX; cleanup at exit
 mkdir -p "$E/d1" "$X/d2" "$X/d3"
 A=$E/d1/alpha B=$X/d2/beta C=$X/d3/gamma
 ACK=$work/ack

@@ -21,13 +21,10 @@
 # overwrites a block in place, and ext4 shares none.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-build=${BUILD:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-T=$build/tests/torture_cut
+. "$here/util/fs.sh"
+pc_build   # root, build, T
 work=${OA_TEST_DIR:-$(mktemp -d)}
 ROUNDS=${POWERCUT_SHARED_ROUNDS:-3}
-. "$here/util/fs.sh"
 
 skip() { echo "SKIP: $*"; exit 77; }
 need_loop_mounts mkfs.xfs

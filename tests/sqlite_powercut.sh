@@ -33,12 +33,9 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-build=${BUILD:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-T=$build/tests/torture_cut
-H=${SQLITE_POWERCUT_HELPER:-$build/tests/sqlite_torture}
 . "$here/util/fs.sh"
+pc_build   # root, build, T
+H=${SQLITE_POWERCUT_HELPER:-$build/tests/sqlite_torture}
 
 need_loop_mounts
 for t in "$T" "$H"; do

@@ -38,7 +38,46 @@ need_loop_mounts() {
 		{ echo "SKIP: no loop devices (/dev/loop-control)"; exit 77; }
 }
 
-# For the power cuts (powercut.sh, sqlite_powercut.sh), from here on.
+# For the power cuts (powercut*.sh, sqlite_powercut.sh), from here on.
+
+# pc_build: the tree's paths from the script's directory $here: root, build
+# ($BUILD, default build, made absolute) and T (the torture_cut helper).
+pc_build() {
+	root=$(cd "$here/.." && pwd)
+	build=${BUILD:-build}
+	case $build in /*) ;; *) build=$root/$build ;; esac
+	T=$build/tests/torture_cut
+}
+
+# two_images WORK: an ext4 image (256 MiB) and an XFS one (512 MiB, with
+# reflink and, where the kernel takes it, range exchange) in WORK,
+# loop-mounted at E=WORK/ext4 and X=WORK/xfs (devices LE, LX); an EXIT trap
+# (two_images_done) kills the writer WPID and undoes it all.  Skips (77)
+# where they cannot be had.
+two_images() {
+	E=$1/ext4 X=$1/xfs LE= LX= WPID=
+	trap two_images_done EXIT
+	mkdir -p "$E" "$X"
+	truncate -s 256M "$1/ext4.img" && truncate -s 512M "$1/xfs.img" || exit 1
+	mkfs.ext4 -q -F "$1/ext4.img" >/dev/null 2>&1 || { echo "SKIP: mkfs.ext4 failed"; exit 77; }
+	mkfs_xfs "$1/xfs.img" || { echo "SKIP: mkfs.xfs failed"; exit 77; }
+	LE=$(losetup -f --show "$1/ext4.img") || { echo "SKIP: losetup"; exit 77; }
+	LX=$(losetup -f --show "$1/xfs.img") || { echo "SKIP: losetup"; exit 77; }
+	mount "$LE" "$E" || { echo "SKIP: cannot mount ext4"; exit 77; }
+	mount_xfs "$LX" "$1/xfs.img" "$X" || { echo "SKIP: cannot mount XFS"; exit 77; }
+	TWO_IMAGES=$1
+}
+
+two_images_done() {
+	local m
+	if [ -n "$WPID" ]; then kill -9 $WPID 2>/dev/null; wait $WPID 2>/dev/null; fi
+	for m in "$E" "$X"; do
+		mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
+	done
+	[ -n "$LE" ] && losetup -d "$LE" 2>/dev/null
+	[ -n "$LX" ] && losetup -d "$LX" 2>/dev/null
+	rm -rf "${TWO_IMAGES:-}"
+}
 
 # sleep_ms N
 sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
