@@ -69,6 +69,11 @@ enum { RQ_WAIT = 0 };
 struct gc_req {
 	struct oa_file *f;
 	int state;               /* RQ_WAIT, then OA_GC_* */
+	bool lead;               /* first in line with nobody committing: it
+				  * gathers, then leads */
+	pthread_cond_t cv;       /* its thread waits here, woken alone (a
+				  * broadcast to every waiter on each change
+				  * cost more than the flushes it saved) */
 	struct gc_req *next;
 };
 
@@ -76,7 +81,7 @@ struct oa_gc {
 	dev_t dev, jdev;
 	uint64_t ino, jino;      /* the file and its journal directory */
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_condattr_t ca;   /* CLOCK_MONOTONIC, for the requests' cv */
 	bool busy;               /* a commit of the file is under way here */
 	struct gc_req *head, **tail;
 	unsigned nq;             /* requests queued */
@@ -84,7 +89,7 @@ struct oa_gc {
 				  * more than the last batch took when that
 				  * many came in time, as many as came when
 				  * not (1: commit alone at once) */
-	unsigned gathering;      /* would-be leaders waiting for more */
+	struct gc_req *gatherer; /* the leader-to-be waiting for more */
 	struct timespec arrived; /* when the last request was queued */
 	struct oa_file *comb;    /* the combiner, NULL until a batch */
 	const struct oa_gc_ops *ops;   /* file.c's calls, for the combiner */
@@ -166,12 +171,9 @@ static struct oa_gc *join(struct oa_file *f, const struct oa_gc_ops *ops)
 		g->ops = ops;
 		g->jdev = d.st_dev;
 		g->jino = (uint64_t)d.st_ino;
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_condattr_init(&g->ca);
+		pthread_condattr_setclock(&g->ca, CLOCK_MONOTONIC);
 		pthread_mutex_init(&g->mu, NULL);
-		pthread_cond_init(&g->cv, &ca);
-		pthread_condattr_destroy(&ca);
 		g->want = 1;
 		g->tail = &g->head;
 		g->next = g_list;
@@ -213,7 +215,7 @@ void oa_gc_leave(struct oa_file *f)
 		 * committing through the entry now. */
 		if (comb)
 			g->ops->close(comb);
-		pthread_cond_destroy(&g->cv);
+		pthread_condattr_destroy(&g->ca);
 		pthread_mutex_destroy(&g->mu);
 		free(g);
 	}
@@ -263,9 +265,10 @@ static int run_batch(struct oa_gc *g, struct gc_req **r, size_t n)
 	if (MUTANT(49)) {
 		/* the members acknowledged before the batch is durable */
 		pthread_mutex_lock(&g->mu);
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			r[i]->state = OA_GC_MERGED;
-		pthread_cond_broadcast(&g->cv);
+			pthread_cond_signal(&r[i]->cv);
+		}
 		pthread_mutex_unlock(&g->mu);
 		if (ops->commit(c) < 0 && ops->abort(c) < 0) {
 			ops->close(c);
@@ -311,6 +314,16 @@ static bool ts_before(const struct timespec *a, const struct timespec *b)
 	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
+/* Nobody commits now: the first in line, if any, gathers and leads.
+ * Caller holds g->mu. */
+static void wake_next(struct oa_gc *g)
+{
+	if (g->head) {
+		g->head->lead = true;
+		pthread_cond_signal(&g->head->cv);
+	}
+}
+
 int oa_gc_enter(struct oa_file *f, const struct oa_gc_ops *ops)
 {
 	struct oa_gc *g;
@@ -331,15 +344,17 @@ int oa_gc_enter(struct oa_file *f, const struct oa_gc_ops *ops)
 		pthread_mutex_unlock(&g->mu);
 		return OA_GC_ALONE;
 	}
+	pthread_cond_init(&me.cv, &g->ca);
+	me.lead = !g->busy && !g->head;
 	*g->tail = &me;
 	g->tail = &me.next;
 	g->nq++;
 	clock_gettime(CLOCK_MONOTONIC, &g->arrived);
-	if (g->gathering)
-		pthread_cond_broadcast(&g->cv);
+	if (g->gatherer)
+		pthread_cond_signal(&g->gatherer->cv);
 	while (me.state == RQ_WAIT) {
-		if (g->busy) {
-			pthread_cond_wait(&g->cv, &g->mu);
+		if (!me.lead) {
+			pthread_cond_wait(&me.cv, &g->mu);
 			continue;
 		}
 		if (g->nq < g->want && !waited) {
@@ -352,11 +367,11 @@ int oa_gc_enter(struct oa_file *f, const struct oa_gc_ops *ops)
 				until.tv_nsec -= 1000000000;
 			}
 			struct timespec seen = g->arrived;
-			g->gathering++;
-			if (pthread_cond_timedwait(&g->cv, &g->mu, &until) ==
+			g->gatherer = &me;
+			if (pthread_cond_timedwait(&me.cv, &g->mu, &until) ==
 			    ETIMEDOUT && !ts_before(&seen, &g->arrived))
 				waited = true;   /* nobody came meanwhile */
-			g->gathering--;
+			g->gatherer = NULL;
 			continue;
 		}
 		/* Lead: everything queued, this thread's own among it. */
@@ -365,12 +380,13 @@ int oa_gc_enter(struct oa_file *f, const struct oa_gc_ops *ops)
 						    : one;
 		if (!r) {
 			/* No memory for the list: everyone on their own. */
-			for (struct gc_req *q = g->head; q; q = q->next)
+			for (struct gc_req *q = g->head; q; q = q->next) {
 				q->state = OA_GC_SELF;
+				pthread_cond_signal(&q->cv);
+			}
 			g->head = NULL;
 			g->tail = &g->head;
 			g->nq = 0;
-			pthread_cond_broadcast(&g->cv);
 			break;
 		}
 		for (struct gc_req *q = g->head; q; q = q->next)
@@ -386,6 +402,7 @@ int oa_gc_enter(struct oa_file *f, const struct oa_gc_ops *ops)
 		if (n == 1) {
 			/* Alone after all: commits itself, busy held. */
 			pthread_mutex_unlock(&g->mu);
+			pthread_cond_destroy(&me.cv);
 			return OA_GC_ALONE;
 		}
 		pthread_mutex_unlock(&g->mu);
@@ -393,13 +410,17 @@ int oa_gc_enter(struct oa_file *f, const struct oa_gc_ops *ops)
 		pthread_mutex_lock(&g->mu);
 		/* (under the lock: a member returns, and its request on its
 		 * stack is gone, once it sees its state) */
-		for (i = 0; res >= 0 && i < n; i++)
+		for (i = 0; res >= 0 && i < n; i++) {
 			r[i]->state = res;
+			if (r[i] != &me)
+				pthread_cond_signal(&r[i]->cv);
+		}
 		free(r);
 		g->busy = false;
-		pthread_cond_broadcast(&g->cv);
+		wake_next(g);
 	}
 	pthread_mutex_unlock(&g->mu);
+	pthread_cond_destroy(&me.cv);
 	return me.state;
 }
 
@@ -408,7 +429,6 @@ void oa_gc_done(struct oa_file *f)
 	struct oa_gc *g = f->gc;
 	pthread_mutex_lock(&g->mu);
 	g->busy = false;
-	if (g->head)
-		pthread_cond_broadcast(&g->cv);
+	wake_next(g);
 	pthread_mutex_unlock(&g->mu);
 }

@@ -307,6 +307,25 @@ static struct {
 } cache[CACHE_SLOTS];
 static unsigned cache_next;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+/* fork: the cache's lock is taken around it, so that a child forked while
+ * another thread probed never finds it held (its only thread is the one
+ * that forked). */
+static void cache_prepare(void)
+{
+	pthread_mutex_lock(&cache_lock);
+}
+
+static void cache_release(void)
+{
+	pthread_mutex_unlock(&cache_lock);
+}
+
+static void cache_init(void)
+{
+	pthread_atfork(cache_prepare, cache_release, cache_release);
+}
 
 static bool key_eq(const struct fs_key *a, const struct fs_key *b)
 {
@@ -318,6 +337,7 @@ static bool key_eq(const struct fs_key *a, const struct fs_key *b)
 static bool cache_get(const struct fs_key *k, struct probe *p)
 {
 	bool hit = false;
+	pthread_once(&cache_once, cache_init);
 	pthread_mutex_lock(&cache_lock);
 	for (unsigned i = 0; i < CACHE_SLOTS; i++)
 		if (cache[i].used && key_eq(&cache[i].key, k)) {
@@ -331,6 +351,7 @@ static bool cache_get(const struct fs_key *k, struct probe *p)
 
 static void cache_put(const struct fs_key *k, const struct probe *p)
 {
+	pthread_once(&cache_once, cache_init);
 	pthread_mutex_lock(&cache_lock);
 	for (unsigned i = 0; i < CACHE_SLOTS; i++)
 		if (cache[i].used && key_eq(&cache[i].key, k)) {

@@ -399,6 +399,13 @@ static void *fork_loop(void *arg)
 static void test_fork(void)
 {
 	pthread_t fl;
+	if (TU_ASAN) {
+		/* the sanitizers' allocator is not fork-safe: a child that
+		 * allocates after a fork taken while another thread held its
+		 * lock waits for ever (seen: gcc 12's libasan) */
+		tu_note("fork while threads commit: not under the sanitizers");
+		return;
+	}
 	path = tu_path("parent");
 	prepare(path);
 	CHECK(pthread_create(&fl, NULL, fork_loop, NULL) == 0);
