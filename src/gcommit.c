@@ -62,7 +62,6 @@
 #include <time.h>
 
 #include "internal.h"
-#include "oatomic-private.h"
 
 enum { RQ_WAIT = 0 };
 
@@ -92,6 +91,7 @@ struct oa_gc {
 	struct gc_req *gatherer; /* the leader-to-be waiting for more */
 	struct timespec arrived; /* when the last request was queued */
 	struct oa_file *comb;    /* the combiner, NULL until a batch */
+	char *buf;               /* GC_BUF bytes: copies into it */
 	const struct oa_gc_ops *ops;   /* file.c's calls, for the combiner */
 	_Atomic bool broken;     /* it could not be opened (a write-only file,
 				  * no descriptors, no space): no batches */
@@ -101,7 +101,6 @@ struct oa_gc {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct oa_gc *g_list;
-static unsigned g_gen;           /* oa_fork_gen() of g_list */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /* fork: the list lock is taken around it, so that the child (whose other
@@ -155,7 +154,6 @@ static struct oa_gc *join(struct oa_file *f, const struct oa_gc_ops *ops)
 	if (oa_sys->fstat(f->dfd, &d) < 0)
 		return NULL;
 	pthread_mutex_lock(&g_lock);
-	g_gen = oa_fork_gen();
 	for (g = g_list; g; g = g->next)
 		if (g->dev == f->dev && g->ino == f->ino &&
 		    g->jdev == d.st_dev && g->jino == (uint64_t)d.st_ino)
@@ -193,13 +191,9 @@ void oa_gc_leave(struct oa_file *f)
 	if (!g)
 		return;
 	f->gc = NULL;
+	/* (a handle inherited through fork never gets here: oa_close only
+	 * frees it, and the child's list starts empty) */
 	pthread_mutex_lock(&g_lock);
-	if (g_gen != oa_fork_gen()) {
-		/* (the parent's entry; oa_close of an inherited handle only
-		 * frees it and never gets here) */
-		pthread_mutex_unlock(&g_lock);
-		return;
-	}
 	if (--g->users == 0) {
 		for (p = &g_list; *p && *p != g; p = &(*p)->next)
 			;
@@ -215,15 +209,18 @@ void oa_gc_leave(struct oa_file *f)
 		 * committing through the entry now. */
 		if (comb)
 			g->ops->close(comb);
+		free(g->buf);
 		pthread_condattr_destroy(&g->ca);
 		pthread_mutex_destroy(&g->mu);
 		free(g);
 	}
 }
 
-/* Copy member F's pending bytes into the combiner C (B2). */
+#define GC_BUF (1u << 16)
+
+/* Copy member F's pending bytes into the combiner C, through BUF (B2). */
 static int copy_in(const struct oa_gc_ops *ops, struct oa_file *c,
-		   struct oa_file *f, char *buf, size_t cap)
+		   struct oa_file *f, char *buf)
 {
 	struct oa_ext e;
 	for (void *k = oa_index_seek(f->ix, 0); k; k = oa_index_next(f->ix, k)) {
@@ -231,8 +228,8 @@ static int copy_in(const struct oa_gc_ops *ops, struct oa_file *c,
 		uint64_t jo, done = 0;
 		int fd = oa_ext_fd(f, &e, &jo);
 		while (done < e.len) {
-			size_t n = e.len - done < cap ? (size_t)(e.len - done)
-						      : cap;
+			size_t n = e.len - done < GC_BUF
+					   ? (size_t)(e.len - done) : GC_BUF;
 			if (oa_pread_full(fd, buf, n, (off_t)(jo + done)) < 0)
 				return -1;
 			if (ops->pwrite(c, buf, n, (off_t)(e.off + done)) !=
@@ -248,19 +245,16 @@ static int copy_in(const struct oa_gc_ops *ops, struct oa_file *c,
  * members' result (B1, B3), or -1 when they have it already. */
 static int run_batch(struct oa_gc *g, struct gc_req **r, size_t n)
 {
-	struct oa_file *c = g->comb;
-	size_t cap = 1 << 16;
-	char *buf = malloc(cap);
-	int res = OA_GC_SELF;
-
 	const struct oa_gc_ops *ops = g->ops;
+	struct oa_file *c = g->comb;
+	int res = OA_GC_SELF;
 
 	if (!c && !(c = g->comb = ops->open_sibling(r[0]->f)))
 		g->broken = true;
-	if (!c || !buf)
-		goto out;
+	if (!c || (!g->buf && !(g->buf = malloc(GC_BUF))))
+		return res;
 	for (size_t i = 0; i < n; i++)
-		if (copy_in(ops, c, r[i]->f, buf, cap) < 0)
+		if (copy_in(ops, c, r[i]->f, g->buf) < 0)
 			goto drop;
 	if (MUTANT(49)) {
 		/* the members acknowledged before the batch is durable */
@@ -274,13 +268,10 @@ static int run_batch(struct oa_gc *g, struct gc_req **r, size_t n)
 			ops->close(c);
 			g->comb = NULL;
 		}
-		free(buf);
 		return -1;
 	}
-	if (ops->commit(c) == 0) {
-		res = OA_GC_MERGED;
-		goto out;
-	}
+	if (ops->commit(c) == 0)
+		return OA_GC_MERGED;
 	if (c->latched) {
 		res = OA_GC_EIO;   /* B3: durable or not, nobody can tell */
 		goto gone;
@@ -292,12 +283,10 @@ drop:
 	if (MUTANT(50))
 		res = OA_GC_MERGED;   /* a failed batch reported as committed */
 	if (!c->latched && ops->abort(c) == 0)
-		goto out;
+		return res;
 gone:
 	ops->close(c);
 	g->comb = NULL;
-out:
-	free(buf);
 	return res;
 }
 

@@ -109,28 +109,25 @@ static void *writer(void *arg)
 /* Every pair read through another handle is one commit. */
 static void *reader(void *arg)
 {
-	unsigned char *a = tu_malloc(PG), *b = tu_malloc(PG);
+	/* one read of both pages of a thread: B follows A by NT pages */
+	size_t len = (size_t)(NT + 1) * PG;
+	unsigned char *both = tu_malloc(len);
 	oa_file *f = tu_oa_open_at(__FILE__, __LINE__, path, O_RDONLY, 0);
 	(void)arg;
 	while (!atomic_load(&stop_reader)) {
 		for (int t = 0; t < NT; t++) {
-			/* one read of both pages: B follows A by NT pages */
-			unsigned char *both = tu_malloc((size_t)(NT + 1) * PG);
-			tu_oa_pread_at(__FILE__, __LINE__, f, both,
-				       (size_t)(NT + 1) * PG, page_a(t));
-			memcpy(a, both, PG);
-			memcpy(b, both + (size_t)NT * PG, PG);
-			free(both);
-			uint64_t s = tu_get_stamp(a);
-			CHECKF(tu_is_stamp(a, PG, s) && tu_is_stamp(b, PG, s),
+			unsigned char *b = both + (size_t)NT * PG;
+			tu_oa_pread_at(__FILE__, __LINE__, f, both, len,
+				       page_a(t));
+			uint64_t s = tu_get_stamp(both);
+			CHECKF(tu_is_stamp(both, PG, s) && tu_is_stamp(b, PG, s),
 			       "thread %d: pages of two commits read at once "
 			       "(%#llx, %#llx)", t, (unsigned long long)s,
 			       (unsigned long long)tu_get_stamp(b));
 		}
 	}
 	CHECK_OK(oa_close(f));
-	free(a);
-	free(b);
+	free(both);
 	return NULL;
 }
 

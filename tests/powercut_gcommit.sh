@@ -54,20 +54,19 @@ for ((i = 1; i <= CUTS; i++)); do
 	WPID=$!
 	sleep_ms $((RANDOM % 300))
 	if [ $cut = 1 ]; then
-		sd=$("$T" shutdown "$mnt" 2>&1)
+		# fs.sh's cut: shutdown, kill, umount, mount (log replay)
+		fs=$name CUTNAME=round mnt=$mnt snap= LOOP=$lo MNT=$mnt
+		cut_remount $WPID
 		case $? in
 		0) ;;
-		77) echo "SKIP: $sd"; exit 77 ;;
-		*) echo "shutdown of $mnt failed: $sd"; exit 1 ;;
+		77) echo "SKIP: $fs cannot be shut down"; exit 77 ;;
+		*) exit 1 ;;
 		esac
-	fi
-	kill -9 $WPID 2>/dev/null
-	wait $WPID 2>/dev/null
-	WPID=
-	if [ $cut = 1 ]; then
-		for n in 1 2 3 4 5; do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
-		mountpoint -q "$mnt" && { echo "round $i: umount $mnt failed"; exit 1; }
-		mount "$lo" "$mnt" || { echo "round $i: mount after the cut failed"; dmesg | tail; exit 1; }
+		MNT= LOOP=
+	else
+		kill -9 $WPID 2>/dev/null
+		wait $WPID 2>/dev/null
+		WPID=
 	fi
 	if ! out=$("$G" check "$mnt/f" "$ACK" 2>&1); then
 		echo "round $i ($name): VIOLATION"
