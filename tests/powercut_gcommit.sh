@@ -50,6 +50,7 @@ for ((i = 1; i <= CUTS; i++)); do
 	   name=kill cut=0 ;;
 	esac
 	ACK=$work/ack
+	rm -f "$ACK"   # this round's acks only (a writer killed before it starts leaves none)
 	"$G" writer "$mnt/f" "$ACK" "$i" 2>>"$work/writer.log" &
 	WPID=$!
 	sleep_ms $((RANDOM % 300))
