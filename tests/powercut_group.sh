@@ -8,26 +8,31 @@
 # XFS in two directories.  CUTS times: the group writer of conf_group
 # rewrites the three files with the round's stamp and commits them as one
 # group, again and again, acknowledging each group in a file OUTSIDE both
-# mounts (fdatasync'd); after a random 0-300 ms, FS_IOC_SHUTDOWN with
-# NOLOGFLUSH cuts the ext4, the XFS or both, the writer is killed, both are
-# unmounted and mounted again (log replay); or, every fourth round, the
-# writer is only killed (SIGKILL: the kill torture across the two file
-# systems).  Then the files are recovered - after a kill ONE of them,
-# chosen at random, after a cut all three - and read with read(2): they
-# must carry one stamp, the last acknowledged group's or the next one's;
-# then every file is recovered and read through the library: the same
-# (conf_group check).
+# mounts (fdatasync'd); after a random 0-300 ms the writer is stopped
+# (SIGSTOP), FS_IOC_SHUTDOWN with NOLOGFLUSH cuts the ext4, the XFS or both,
+# the writer is killed, both are unmounted and mounted again (log replay);
+# or, every fourth round, the writer is only killed (SIGKILL: the kill
+# torture across the two file systems).  Then ONE file, chosen at random,
+# is recovered, and the three are read with read(2): they must carry one
+# stamp, the last acknowledged group's or the next one's; then every file
+# is recovered and read through the library: the same (conf_group check).
 #
-# Why all three after a cut: after FS_IOC_SHUTDOWN (NOLOGFLUSH) the
-# coordinator's file on ext4 sometimes held an acknowledged group's bytes
-# with the size before it, also with acknowledgements given only while
-# both file systems were up (1 of 300 cuts of both; docs/TESTING.md,
-# "Sizes after a cut").  The
-# group's members are checkpointed after such a flush (G5), so recovery
-# through a member that finds itself settled does not visit a coordinator
-# whose file lost the size; recovering that coordinator replays it.  The
-# simulator checks recovery through one file under power loss with flushes
-# that keep what they promise; the kill rounds here check it on the kernel.
+# Why the writer is stopped before the cut: FS_IOC_SHUTDOWN is not a power
+# cut of the machine but of one file system, and the writer runs on across
+# the other.  A flush that is in flight on the file system being shut down
+# can return 0 without its data on the disk (seen on ext4; our reading of
+# jbd2: the fsync's transaction is aborted, not committed, and the fsync
+# finds nothing left to wait for); a writer that goes on trusts it and
+# commits the group's other half on the file system still up - a split that
+# no power cut can make, since after a real one nothing runs.  Stopped
+# first, the writer finishes at most the system call it is in and starts no
+# other, so nothing acts on an answer given after the cut, and the cut of
+# both is one instant.  Without the stop, 1 of 1000 rounds (about 250 cuts
+# of both) split a group this way on 2026-12-06 (the ext4 coordinator's
+# record lost, the XFS members applied); with it, 0 of 2500.  The same
+# untrue flushes explain the ext4 sizes lost after a cut that this test
+# used to work around by recovering every file before reading
+# (docs/TESTING.md, "Sizes after a cut").
 #
 # Needs root, loop devices, mkfs.ext4 and mkfs.xfs; skips (77) otherwise.
 # Environment: POWERCUT_GROUP_CUTS (rounds; else POWERCUT_CUTS, else 160), POWERCUT_SEED, OA_TEST_DIR,
@@ -69,6 +74,9 @@ for ((i = 1; i <= CUTS; i++)); do
 	2) mnts=("$E" "$X") ;;
 	3) mnts=() ;;   # the writer killed, no cut: the page caches stay
 	esac
+	# The writer stopped first (see the top): it finishes at most the
+	# system call it is in and starts no other.
+	[ $which != 3 ] && kill -STOP $WPID 2>/dev/null
 	for m in ${mnts[@]+"${mnts[@]}"}; do
 		sd=$("$T" shutdown "$m" 2>&1)
 		case $? in
@@ -78,6 +86,7 @@ for ((i = 1; i <= CUTS; i++)); do
 		esac
 	done
 	kill -9 $WPID 2>/dev/null
+	kill -CONT $WPID 2>/dev/null
 	wait $WPID 2>/dev/null
 	WPID=
 	if [ $which != 3 ]; then
@@ -88,11 +97,8 @@ for ((i = 1; i <= CUTS; i++)); do
 		mount "$LE" "$E" || { echo "cut $i: mount of ext4 after the cut failed"; dmesg | tail; exit 1; }
 		mount "$LX" "$X" || { echo "cut $i: mount of XFS after the cut failed"; dmesg | tail; exit 1; }
 	fi
-	# After a cut every file is recovered before the first read; after a
-	# kill, one file chosen at random (see the top).
-	first=3
-	[ $which = 3 ] && first=-1
-	if ! out=$("$G" check "$A" "$B" "$C" "$ACK" --first $first 2>&1); then
+	# one file, chosen at random, recovered before the first read
+	if ! out=$("$G" check "$A" "$B" "$C" "$ACK" --first -1 2>&1); then
 		echo "cut $i (${names[$which]}): VIOLATION"
 		echo "$out"
 		exit 1
