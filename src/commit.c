@@ -364,7 +364,7 @@ static int finish(struct cstate *c)
 	 * page cache that exist instead of allocating them again; closing
 	 * the handle cuts it back.  A generation that placed records for
 	 * cloning is cut back here already (I12). */
-	if (f->pos > OA_JRNL_CKPT &&
+	if (f->pos > oa_jrnl_ckpt(f) &&
 	    oa_journal_recycle_locked(f, OA_JRNL_RETAIN) < 0) {
 		f->latched = true;
 		return -1;

@@ -1491,7 +1491,7 @@ out:
 static int reclaim(struct oa_file *f)
 {
 	int r;
-	if (f->jfd < 0 || f->pos <= OA_JRNL_CKPT)
+	if (f->jfd < 0 || f->pos <= oa_jrnl_ckpt(f))
 		return 0;
 	/* (reached when aborted data alone passed the checkpoint mark, or a
 	 * failed big transaction grew the journal) */

@@ -67,6 +67,10 @@ struct oa_file {
 	bool ctl_synced;    /* this handle flushed the control file while it
 			     * was clean (its clean state is durable) */
 	unsigned ncommit;   /* commits into journal 0 since it was taken */
+	bool jhdr;          /* journal 0's header pages allocated since it
+			     * was taken (oa_journal_grow) */
+	bool jgrow_fail;    /* its room ahead could not be made: not tried
+			     * again at every commit */
 	uint64_t fsize_max; /* RLIMIT_FSIZE at acquire (journal writes stop
 			     * below it: EFBIG, never SIGXFSZ) */
 	uint64_t gen;       /* generation (random) of the journal's records */
@@ -182,6 +186,15 @@ static inline int oa_ctl_lock(struct oa_file *f, int byte, short type,
 }
 
 /* Does F hold BYTE of its control file exclusively? */
+/* Where a journal is checkpointed and started over after a commit: at
+ * OA_JRNL_CKPT, or at half the process's file size limit (RLIMIT_FSIZE)
+ * where that is lower, so that the next transactions fit below it. */
+static inline uint64_t oa_jrnl_ckpt(const struct oa_file *f)
+{
+	return f->fsize_max / 2 < OA_JRNL_CKPT ? f->fsize_max / 2
+					       : OA_JRNL_CKPT;
+}
+
 static inline bool oa_holds_excl(const struct oa_file *f, int byte)
 {
 	return f->cfd >= 0 && ((f->held >> (2 * byte)) & 2u);

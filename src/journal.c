@@ -261,6 +261,7 @@ int oa_journal_acquire(struct oa_file *f)
 		return -1;
 	f->jcow = oa_journal_cow(f, f->jfd);
 	f->ncommit = 0;
+	f->jhdr = f->jgrow_fail = false;
 	f->fsize_max = getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
 		       rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : UINT64_MAX;
 	r = oa_slots_read(f->jfd, f->jbase, OA_JNL_MAGIC, &s);
@@ -326,8 +327,8 @@ closed:
 	return 0;
 }
 
-int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
-		      size_t total, uint64_t off)
+static int append1(struct oa_file *f, const struct iovec *iov, int cnt,
+		   size_t total, uint64_t off)
 {
 	uint64_t payload;
 	uint32_t crc;
@@ -442,6 +443,40 @@ int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
 	return 0;
 }
 
+/*
+ * Append a write to the journal.  A journal that ran out of room (a full
+ * file system, a quota, the file size limit) at the first write of a
+ * transaction, with committed transactions before it, is started over -
+ * checkpointed (I6) and reset to its first record - and the write tried
+ * once more: the space those commits took is the journal's own, and a
+ * handle that keeps committing small transactions on a nearly full disk
+ * (or under `ulimit -f`) must not fail for want of it.  Not within a
+ * transaction (its earlier records stay where they are), nor where this
+ * handle holds COMMIT already (a commit moving its mappings' stores in).
+ */
+int oa_journal_append(struct oa_file *f, const struct iovec *iov, int cnt,
+		      size_t total, uint64_t off)
+{
+	bool first = f->jfd >= 0 && !f->pending && !f->rec_open &&
+		     f->tx_start > f->jdata && !oa_holds_excl(f, OA_LOCK_COMMIT);
+	if (append1(f, iov, cnt, total, off) == 0)
+		return 0;
+	int e = errno;
+	if (!first || (e != ENOSPC && e != EDQUOT && e != EFBIG) || MUTANT(52))
+		return -1;
+	if (oa_commit_begin(f, NULL, NULL) < 0) {
+		errno = e;
+		return -1;
+	}
+	int r = oa_journal_recycle_locked(f, OA_JRNL_INITIAL);
+	oa_commit_end(f);
+	if (r < 0) {
+		errno = e;
+		return -1;
+	}
+	return append1(f, iov, cnt, total, off);
+}
+
 void oa_txn_drop(struct oa_file *f)
 {
 	oa_index_clear(f->ix);
@@ -481,8 +516,20 @@ void oa_txn_drop(struct oa_file *f)
 void oa_journal_grow(struct oa_file *f)
 {
 	uint64_t size, want;
-	if (oa_xfsize(f->jfd, &size) < 0 || size >= OA_JRNL_INITIAL ||
-	    oa_need_buf(f) < 0)
+	/* The control file's header pages were made by ftruncate (holes):
+	 * a slot written there later (a checkpoint, a new generation) would
+	 * need a block then, which a disk the journal has filled cannot give
+	 * - and a journal that cannot start over cannot give its space back
+	 * (oa_journal_append).  A handle that keeps committing allocates them
+	 * now (KEEP_SIZE allocates only the holes; nothing is written); a
+	 * one-shot update never gets here. */
+	if (f->jidx == 0 && !f->jhdr) {
+		f->jhdr = true;
+		(void)!oa_sys->fallocate(f->jfd, FALLOC_FL_KEEP_SIZE, OA_CSLOT,
+					 OA_J0_DATA - OA_CSLOT);
+	}
+	if (f->jgrow_fail || oa_xfsize(f->jfd, &size) < 0 ||
+	    size >= OA_JRNL_INITIAL || oa_need_buf(f) < 0)
 		return;
 	/* From the next block on: never a write into a sector that holds an
 	 * acknowledged commit (the tail of the last one), which a disk that
@@ -502,8 +549,10 @@ void oa_journal_grow(struct oa_file *f)
 	for (uint64_t off = size; off < want;) {
 		size_t n = want - off < OA_BUF_BYTES ? (size_t)(want - off)
 						     : OA_BUF_BYTES;
-		if (oa_pwrite_full(f->jfd, f->buf, n, (off_t)off) < 0)
+		if (oa_pwrite_full(f->jfd, f->buf, n, (off_t)off) < 0) {
+			f->jgrow_fail = true;
 			return;
+		}
 		off += n;
 	}
 }

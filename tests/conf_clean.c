@@ -21,8 +21,14 @@
  *    hole of the control file: ENOSPC from oa_abort and oa_close, 8 MiB
  *    of dropped bytes left beside the file, the disk kept full.
  *
+ *  - a handle committing 4 KiB again and again on a 2 MiB tmpfs (2000
+ *    commits) and under a 128 KiB file size limit (1000): every commit
+ *    works, the journal starting over where its room ends (mutant 52:
+ *    not at a transaction's first write).
+ *
  * Failed on main before format 2 (690dc6f..8f744a8): two files, 4 MiB.
  */
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -97,6 +103,63 @@ static void full_disk_round(const char *fp, bool abort)
 	CHECK_OK(oa_close(f));
 	CHECK(tu_file_size(fp) == 2 << 20);
 	CHECK(tu_file_size(tu_control_path(fp)) == OA_CLEAN_SIZE);
+}
+
+/* A handle that keeps committing small transactions where the journal's
+ * room is short - a 2 MiB tmpfs, a 128 KiB file size limit - commits them
+ * all: the journal starts over after a checkpoint instead of running into
+ * the end (ENOSPC after ~250 commits on the tmpfs, EFBIG after ~20 under
+ * the limit, before 2026-12-06). */
+static void many_commits(const char *fp, int n)
+{
+	struct oa_options jo = { .size = sizeof(jo),
+				 .method = OA_METHOD_JOURNAL };
+	unsigned char b[4096];
+	unlink(fp);
+	memset(b, 'i', sizeof(b));
+	tu_write_file(fp, b, 8192, 0644);
+	oa_file *f = oa_open_opts(fp, O_RDWR, 0, &jo);
+	CHECK(f != NULL);
+	for (int i = 0; i < n; i++) {
+		snprintf((char *)b, sizeof(b), "commit %d", i);
+		CHECKF(oa_pwrite(f, b, sizeof(b), (off_t)(i % 2) * 4096) ==
+		       (ssize_t)sizeof(b), "%s: write %d of %d: %s", fp, i, n,
+		       strerror(errno));
+		CHECKF(oa_commit(f) == 0, "%s: commit %d of %d: %s", fp, i, n,
+		       strerror(errno));
+	}
+	CHECK_OK(oa_close(f));
+	unsigned char got[32];
+	int fd = open(fp, O_RDONLY);
+	CHECK(fd >= 0);
+	for (int k = 0; k < 2; k++) {
+		int last = n - 1 - ((n - 1 - k) % 2 != 0);
+		char want[32];
+		snprintf(want, sizeof(want), "commit %d", last);
+		CHECK(pread(fd, got, sizeof(got), k * 4096) == sizeof(got));
+		CHECKF(!strcmp((char *)got, want), "%s: page %d holds '%s', "
+		       "not '%s'", fp, k, (char *)got, want);
+	}
+	close(fd);
+	CHECK(tu_file_size(tu_control_path(fp)) == OA_CLEAN_SIZE);
+}
+
+static int limited_writer(void *arg)
+{
+	struct rlimit rl = { 128 << 10, 128 << 10 };
+	CHECK_OK(setrlimit(RLIMIT_FSIZE, &rl));
+	many_commits(arg, 1000);
+	return 0;
+}
+
+static void test_short_room(void)
+{
+	CHECK_CHILD_OK(tu_run_child(limited_writer, (void *)tu_path("lim")));
+	const char *mnt = tu_tmpfs("two", "2m");
+	if (!mnt)
+		return;
+	many_commits(tu_path("two/f"), 2000);
+	tu_tmpfs_done(mnt);
 }
 
 static void test_full_disk(void)
@@ -199,5 +262,6 @@ int main(void)
 	free(model);
 	free(b);
 	test_full_disk();
+	test_short_room();
 	return 0;
 }

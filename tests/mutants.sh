@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28, 30-35 and 40-50)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-35, 40-50 and 52)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50 52}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -68,6 +68,7 @@ declare -A what=(
 	[48]="group: members checkpointed before every file of the group is flushed (G5)"
 	[49]="group commit: a batch's members acknowledged before the batch is durable (B1)"
 	[50]="group commit: a batch that failed before its commit point reported as committed (B3)"
+	[52]="a journal out of room at a transaction's first write is not started over: ENOSPC while checkpointed commits hold the space"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -91,6 +92,7 @@ declare -A tests_of=(
 	[42]="preload_programs.sh"
 	[43]="sqlite_torture"   # 43-44: the SQLite VFS (sqlite/vfs.c)
 	[44]="sqlite_torture"
+	[52]="conf_clean"       # a 2 MiB tmpfs, 2000 small commits
 	# 45-48 (oa_commit_group, src/commit.c G1-G5): the simulator's group
 	# workload catches each first; conf_group's kill torture catches 45-47
 	# and powercut_group.sh 48 too
