@@ -24,15 +24,21 @@
  *  - a handle committing 4 KiB again and again on a 2 MiB tmpfs (2000
  *    commits) and under a 128 KiB file size limit (1000): every commit
  *    works, the journal starting over where its room ends (mutant 52:
- *    not at a transaction's first write).
+ *    not at a transaction's first write); and 90 SIGKILLs of such a
+ *    writer on the tmpfs, at random or at the checkpoint of a start-over:
+ *    after recovery the last acknowledged commit or the next (mutant 21,
+ *    a start-over without its checkpoint: EUCLEAN).
  *
  * Failed on main before format 2 (690dc6f..8f744a8): two files, 4 MiB.
  */
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
 #include "internal.h"
+#include "oatomic-private.h"
+#include "sys.h"
 
 #define LEN (64 << 10)
 
@@ -105,6 +111,8 @@ static void full_disk_round(const char *fp, bool abort)
 	CHECK(tu_file_size(tu_control_path(fp)) == OA_CLEAN_SIZE);
 }
 
+static uint64_t *g_room_ack;   /* shared with the writer */
+
 /* A handle that keeps committing small transactions where the journal's
  * room is short - a 2 MiB tmpfs, a 128 KiB file size limit - commits them
  * all: the journal starts over after a checkpoint instead of running into
@@ -152,6 +160,97 @@ static int limited_writer(void *arg)
 	return 0;
 }
 
+/* The journal's start-over on a full disk, killed: a child commits "commit
+ * K" into page K % 2 of an 8 KiB file on the 2 MiB tmpfs, K = 2, 3, ...,
+ * storing each acknowledged K in shared memory, and is SIGKILLed at a
+ * random moment or at a checkpoint's kill point (on this disk the journal
+ * is checkpointed only where it starts over for want of room).  After
+ * oa_recover, page A % 2 holds the last acknowledged A, the other page A-1
+ * or A+1. */
+static int room_writer(void *arg)
+{
+	const char *fp = arg;
+	struct oa_options jo = { .size = sizeof(jo),
+				 .method = OA_METHOD_JOURNAL };
+	unsigned char b[4096];
+	oa_file *f = oa_open_opts(fp, O_RDWR, 0, &jo);
+	if (!f)
+		return 2;
+	for (long k = (long)*g_room_ack + 1;; k++) {
+		memset(b, 'k', sizeof(b));
+		snprintf((char *)b, sizeof(b), "commit %ld", k);
+		if (oa_pwrite(f, b, sizeof(b), (off_t)(k % 2) * 4096) !=
+		    (ssize_t)sizeof(b) || oa_commit(f) < 0) {
+			fprintf(stderr, "room writer: commit %ld: %s\n", k,
+				strerror(errno));
+			return 2;
+		}
+		__atomic_store_n(g_room_ack, (uint64_t)k, __ATOMIC_SEQ_CST);
+	}
+}
+
+static long page_stamp(int fd, int k)
+{
+	char got[32];
+	long v = -1;
+	CHECK(pread(fd, got, sizeof(got), k * 4096) == sizeof(got));
+	got[31] = 0;
+	if (sscanf(got, "commit %ld", &v) != 1)
+		return -1;
+	return v;
+}
+
+static void short_room_kills(const char *fp, int rounds)
+{
+	unsigned char b[8192];
+	uint64_t seed = 4242;
+	unlink(fp);
+	memset(b, 'k', sizeof(b));
+	snprintf((char *)b, 4096, "commit 0");
+	snprintf((char *)b + 4096, 4096, "commit 1");
+	tu_write_file(fp, b, sizeof(b), 0644);
+	*g_room_ack = 1;
+	for (int r = 0; r < rounds; r++) {
+		int kp = r % 3 == 1 ? OA_KP_CKPT_TARGET :
+			 r % 3 == 2 ? OA_KP_CKPT_WRITTEN : 0;
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			if (kp)
+				oa__set_killpoint(kp);
+			_exit(room_writer((void *)fp));
+		}
+		int st;
+		pid_t w = 0;
+		if (kp) {
+			/* killed at the checkpoint; a backstop in case */
+			for (int t = 0; t < 3000 &&
+			     (w = waitpid(pid, &st, WNOHANG)) == 0; t++)
+				usleep(1000);
+		} else {
+			usleep((useconds_t)(1000 + tu_rand(&seed) % 20000));
+		}
+		if (w == 0) {
+			kill(pid, SIGKILL);
+			w = waitpid(pid, &st, 0);
+		}
+		CHECK(w == pid);
+		CHECKF(WIFSIGNALED(st), "round %d: the writer exited (%d), "
+		       "not killed", r, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		CHECK_OK(oa_recover(fp));
+		long a = (long)*g_room_ack;
+		int fd = open(fp, O_RDONLY);
+		CHECK(fd >= 0);
+		long p = page_stamp(fd, (int)(a % 2)),
+		     q = page_stamp(fd, (int)((a + 1) % 2));
+		close(fd);
+		CHECKF(p == a && (q == a - 1 || q == a + 1), "round %d (kill "
+		       "point %d): acknowledged %ld, pages hold %ld and %ld",
+		       r, kp, a, p, q);
+		*g_room_ack = (uint64_t)(q == a + 1 ? a + 1 : a);
+	}
+}
+
 static void test_short_room(void)
 {
 	CHECK_CHILD_OK(tu_run_child(limited_writer, (void *)tu_path("lim")));
@@ -159,6 +258,11 @@ static void test_short_room(void)
 	if (!mnt)
 		return;
 	many_commits(tu_path("two/f"), 2000);
+	g_room_ack = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(g_room_ack != MAP_FAILED);
+	short_room_kills(tu_path("two/k"), 90);
+	munmap(g_room_ack, 4096);
 	tu_tmpfs_done(mnt);
 }
 
