@@ -122,10 +122,10 @@ static void many_commits(const char *fp, int n)
 {
 	struct oa_options jo = { .size = sizeof(jo),
 				 .method = OA_METHOD_JOURNAL };
-	unsigned char b[4096];
+	unsigned char b[4096], init[8192];
 	unlink(fp);
-	memset(b, 'i', sizeof(b));
-	tu_write_file(fp, b, 8192, 0644);
+	memset(init, 'i', sizeof(init));
+	tu_write_file(fp, init, sizeof(init), 0644);
 	oa_file *f = oa_open_opts(fp, O_RDWR, 0, &jo);
 	CHECK(f != NULL);
 	for (int i = 0; i < n; i++) {
