@@ -185,7 +185,6 @@ static inline int oa_ctl_lock(struct oa_file *f, int byte, short type,
 	return r;
 }
 
-/* Does F hold BYTE of its control file exclusively? */
 /* Where a journal is checkpointed and started over after a commit: at
  * OA_JRNL_CKPT, or at half the process's file size limit (RLIMIT_FSIZE)
  * where that is lower, so that the next transactions fit below it. */
@@ -195,6 +194,7 @@ static inline uint64_t oa_jrnl_ckpt(const struct oa_file *f)
 					       : OA_JRNL_CKPT;
 }
 
+/* Does F hold BYTE of its control file exclusively? */
 static inline bool oa_holds_excl(const struct oa_file *f, int byte)
 {
 	return f->cfd >= 0 && ((f->held >> (2 * byte)) & 2u);

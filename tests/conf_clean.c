@@ -113,6 +113,19 @@ static void full_disk_round(const char *fp, bool abort)
 
 static uint64_t *g_room_ack;   /* shared with the writer */
 
+/* The N of the string "commit N" that starts page K of FD (-1: none). */
+static long page_stamp(int fd, int k)
+{
+	char got[32];
+	long v = -1;
+	int end = 0;
+	CHECK(pread(fd, got, sizeof(got), k * 4096) == sizeof(got));
+	got[31] = 0;
+	if (sscanf(got, "commit %ld%n", &v, &end) != 1 || got[end] != 0)
+		return -1;
+	return v;
+}
+
 /* A handle that keeps committing small transactions where the journal's
  * room is short - a 2 MiB tmpfs, a 128 KiB file size limit - commits them
  * all: the journal starts over after a checkpoint instead of running into
@@ -137,16 +150,12 @@ static void many_commits(const char *fp, int n)
 		       strerror(errno));
 	}
 	CHECK_OK(oa_close(f));
-	unsigned char got[32];
 	int fd = open(fp, O_RDONLY);
 	CHECK(fd >= 0);
 	for (int k = 0; k < 2; k++) {
-		int last = n - 1 - ((n - 1 - k) % 2 != 0);
-		char want[32];
-		snprintf(want, sizeof(want), "commit %d", last);
-		CHECK(pread(fd, got, sizeof(got), k * 4096) == sizeof(got));
-		CHECKF(!strcmp((char *)got, want), "%s: page %d holds '%s', "
-		       "not '%s'", fp, k, (char *)got, want);
+		long last = (n - 1) % 2 == k ? n - 1 : n - 2, got;
+		CHECKF((got = page_stamp(fd, k)) == last, "%s: page %d holds "
+		       "commit %ld, not %ld", fp, k, got, last);
 	}
 	close(fd);
 	CHECK(tu_file_size(tu_control_path(fp)) == OA_CLEAN_SIZE);
@@ -187,17 +196,6 @@ static int room_writer(void *arg)
 		}
 		__atomic_store_n(g_room_ack, (uint64_t)k, __ATOMIC_SEQ_CST);
 	}
-}
-
-static long page_stamp(int fd, int k)
-{
-	char got[32];
-	long v = -1;
-	CHECK(pread(fd, got, sizeof(got), k * 4096) == sizeof(got));
-	got[31] = 0;
-	if (sscanf(got, "commit %ld", &v) != 1)
-		return -1;
-	return v;
 }
 
 static void short_room_kills(const char *fp, int rounds)

@@ -56,7 +56,7 @@ for ((i = 1; i <= CUTS; i++)); do
 	sleep_ms $((RANDOM % 300))
 	if [ $cut = 1 ]; then
 		# fs.sh's cut: shutdown, kill, umount, mount (log replay)
-		fs=$name CUTNAME=round mnt=$mnt snap= LOOP=$lo MNT=$mnt
+		fs=$name CUTNAME=round snap= LOOP=$lo MNT=$mnt
 		cut_remount $WPID
 		case $? in
 		0) ;;
