@@ -352,10 +352,12 @@ static int finish(struct cstate *c)
 	f->pos = oa_align_up(c->lsn + OA_REC_HDR + c->body, OA_REC_ALIGN);
 	f->rec_open = false;
 	oa_txn_drop(f);
-	/* A handle that commits again keeps committing: journal 0 gets room
+	/* A handle that commits again keeps committing: its journal gets room
 	 * ahead, zero-filled, so that its commit flushes overwrite written
-	 * blocks (no allocation, no size change) as in a ring made up front. */
-	if (f->jidx == 0 && ++f->ncommit >= 2)
+	 * blocks (no allocation, no size change) as in a ring made up front.
+	 * Journal 0 starts as long as one transaction, an extra journal at
+	 * OA_XJ_INITIAL. */
+	if (++f->ncommit >= 2)
 		oa_journal_grow(f);
 	/* This commit is newer than the checkpoint, so recycling the full
 	 * journal checkpoints; a failure there latches (I9).  A journal a big

@@ -76,6 +76,14 @@
  * OA_JRNL_INITIAL.  Not under the clone method: a generation that placed a
  * record for cloning is always cut back (I12, journal.c), except on Btrfs. */
 #define OA_JRNL_INITIAL   (4u << 20)
+/* An extra journal is made at OA_XJ_INITIAL (its header pages and the
+ * first records' room, zero-filled and flushed before its name exists: I8)
+ * and grown as it is used, like journal 0 (oa_journal_grow), up to
+ * OA_JRNL_INITIAL: a second writer of a file on a nearly full disk, or
+ * under a small file size limit, then needs 64 KiB, not 4 MiB, and writers
+ * that start together do not each write and flush 4 MiB first.  Recovery
+ * takes an extra journal shorter than this for damage. */
+#define OA_XJ_INITIAL     (64u << 10)
 #define OA_JRNL_CKPT      (3u << 20)
 #define OA_JRNL_RETAIN    (1ull << 30)
 #define OA_REC_MAX        (256ull << 20)  /* payload of one data record */

@@ -66,13 +66,15 @@ struct oa_file {
 	uint64_t era;       /* the control file's era (format.h) */
 	bool ctl_synced;    /* this handle flushed the control file while it
 			     * was clean (its clean state is durable) */
-	unsigned ncommit;   /* commits into journal 0 since it was taken */
+	unsigned ncommit;   /* commits into its journal since it was taken */
 	bool jhdr;          /* journal 0's header pages allocated since it
 			     * was taken (oa_journal_grow) */
 	bool jgrow_fail;    /* its room ahead could not be made: not tried
 			     * again at every commit */
 	uint64_t fsize_max; /* RLIMIT_FSIZE at acquire (journal writes stop
 			     * below it: EFBIG, never SIGXFSZ) */
+	uint64_t jroom_max; /* the most room ahead the file system's free
+			     * space allowed it (oa_journal_grow) */
 	uint64_t gen;       /* generation (random) of the journal's records */
 	uint64_t jslot_seq; /* newest header slot written */
 	uint64_t pos;       /* next free LSN */
@@ -186,12 +188,15 @@ static inline int oa_ctl_lock(struct oa_file *f, int byte, short type,
 }
 
 /* Where a journal is checkpointed and started over after a commit: at
- * OA_JRNL_CKPT, or at half the process's file size limit (RLIMIT_FSIZE)
- * where that is lower, so that the next transactions fit below it. */
+ * OA_JRNL_CKPT, or at half the process's file size limit (RLIMIT_FSIZE),
+ * or at 3/4 of the room the free space allowed it, where that is lower,
+ * so that the next transactions fit below it and do not take the space
+ * other journals need. */
 static inline uint64_t oa_jrnl_ckpt(const struct oa_file *f)
 {
-	return f->fsize_max / 2 < OA_JRNL_CKPT ? f->fsize_max / 2
-					       : OA_JRNL_CKPT;
+	uint64_t c = f->fsize_max / 2 < OA_JRNL_CKPT ? f->fsize_max / 2
+						     : OA_JRNL_CKPT;
+	return f->jroom_max / 4 * 3 < c ? f->jroom_max / 4 * 3 : c;
 }
 
 /* Does F hold BYTE of its control file exclusively? */

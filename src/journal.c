@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -27,7 +28,7 @@ static int fill_jnl(struct oa_file *f, int fd, void *arg)
 	/* A file size limit below the ring: fail as pwrite(2) would, but
 	 * before writing, and without the SIGXFSZ the kernel would send. */
 	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur < OA_JRNL_INITIAL) {
+	    rl.rlim_cur < OA_XJ_INITIAL) {
 		errno = EFBIG;
 		return -1;
 	}
@@ -40,12 +41,15 @@ static int fill_jnl(struct oa_file *f, int fd, void *arg)
 		return -1;
 	/* Zero-filled, not fallocated: the commit flush then overwrites
 	 * written blocks and never has to allocate, convert unwritten extents
-	 * or change the size (one flush, no file-system transaction). */
+	 * or change the size (one flush, no file-system transaction); the
+	 * handle grows it the same way as it commits (oa_journal_grow).  Slot
+	 * B's page too: a new generation's slot write must not need a block
+	 * of a disk the journals have filled. */
 	memset(f->buf, 0, OA_BUF_BYTES);
-	for (uint64_t off = OA_DATA_START; off < OA_JRNL_INITIAL;) {
+	for (uint64_t off = OA_SLOT_BYTES; off < OA_XJ_INITIAL;) {
 		size_t n = OA_BUF_BYTES;
-		if (off + n > OA_JRNL_INITIAL)
-			n = OA_JRNL_INITIAL - off;
+		if (off + n > OA_XJ_INITIAL)
+			n = OA_XJ_INITIAL - off;
 		if (oa_pwrite_full(fd, f->buf, n, (off_t)off) < 0)
 			return -1;
 		off += n;
@@ -187,9 +191,9 @@ static int take_extra(struct oa_file *f, bool *fresh_out)
 		fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
 		if (fd < 0 && errno == ENOENT) {
 			/* One maker at a time (JMAKE): writers that start
-			 * together would each fill a 4 MiB journal and all but
-			 * one throw theirs away when its link finds the name
-			 * taken, a waste that grew with the square of the
+			 * together would each make and flush a journal and all
+			 * but one throw theirs away when its link finds the
+			 * name taken, a waste that grew with the square of the
 			 * writers.  The lock's holder looks again first. */
 			if (oa_ctl_lock(f, OA_LOCK_JMAKE, F_WRLCK, 1) < 0)
 				return -1;
@@ -262,6 +266,7 @@ int oa_journal_acquire(struct oa_file *f)
 	f->jcow = oa_journal_cow(f, f->jfd);
 	f->ncommit = 0;
 	f->jhdr = f->jgrow_fail = false;
+	f->jroom_max = UINT64_MAX;
 	f->fsize_max = getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
 		       rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : UINT64_MAX;
 	r = oa_slots_read(f->jfd, f->jbase, OA_JNL_MAGIC, &s);
@@ -508,14 +513,16 @@ void oa_txn_drop(struct oa_file *f)
 
 /* Journal 0 starts as long as its first transaction needs: the clean
  * control file is OA_CLEAN_SIZE bytes, and a one-shot update should not
- * write a 4 MiB ring.  A handle that commits a second time gets room ahead:
+ * write a 4 MiB ring; an extra journal starts at OA_XJ_INITIAL.  A handle
+ * that commits a second time gets room ahead:
  * twice the journal, at least 256 KiB past its tail, up to the ring's
  * OA_JRNL_INITIAL, zero-filled and not flushed (the next commit flush
  * carries it).  Best effort: where it fails (a full disk, the file size
  * limit) commits go on growing the journal as they write. */
 void oa_journal_grow(struct oa_file *f)
 {
-	uint64_t size, want;
+	uint64_t orig, size, want;
+	struct statfs sfs;
 	/* The control file's header pages were made by ftruncate (holes):
 	 * a slot written there later (a checkpoint, a new generation) would
 	 * need a block then, which a disk the journal has filled cannot give
@@ -528,14 +535,14 @@ void oa_journal_grow(struct oa_file *f)
 		(void)!oa_sys->fallocate(f->jfd, FALLOC_FL_KEEP_SIZE, OA_CSLOT,
 					 OA_J0_DATA - OA_CSLOT);
 	}
-	if (f->jgrow_fail || oa_xfsize(f->jfd, &size) < 0 ||
-	    size >= OA_JRNL_INITIAL || oa_need_buf(f) < 0)
+	if (f->jgrow_fail || oa_xfsize(f->jfd, &orig) < 0 ||
+	    orig >= OA_JRNL_INITIAL || oa_need_buf(f) < 0)
 		return;
 	/* From the next block on: never a write into a sector that holds an
 	 * acknowledged commit (the tail of the last one), which a disk that
 	 * is not power safe could garble (I4).  The rest of that block is
 	 * allocated already. */
-	size = oa_align_up(size, OA_TX_ALIGN);
+	size = oa_align_up(orig, OA_TX_ALIGN);
 	want = size * 2;
 	if (want < f->pos + (256u << 10))
 		want = f->pos + (256u << 10);
@@ -543,13 +550,36 @@ void oa_journal_grow(struct oa_file *f)
 		want = OA_JRNL_INITIAL;
 	if (want > f->fsize_max)
 		want = f->fsize_max & ~(uint64_t)4095;
-	if (want <= size)
+	/* Room ahead saves the commit flushes an allocation; it is not
+	 * needed.  A journal grows to at most a quarter of its own size plus
+	 * the file system's free space, so that a handle that keeps
+	 * committing never takes the room the other writers' journals (or
+	 * other files) need: on a 2 MiB tmpfs journal 0 took it all and the
+	 * next writer could not make its journal.  N journals grown so leave
+	 * at least 3/(N+3) of the space free.  Where the space is too short,
+	 * no more room ahead while this handle holds the journal: its
+	 * commits grow it as they go (and it starts over where they fail). */
+	if (want > size && !MUTANT(53) &&
+	    oa_sys->fstatfs(f->jfd, &sfs) == 0) {
+		uint64_t cap = ((uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize +
+				orig) / 4 & ~(uint64_t)(OA_TX_ALIGN - 1);
+		if (want > cap)
+			want = f->jroom_max = cap;
+	}
+	if (want <= size) {
+		f->jgrow_fail = true;
 		return;
+	}
 	memset(f->buf, 0, OA_BUF_BYTES);
 	for (uint64_t off = size; off < want;) {
 		size_t n = want - off < OA_BUF_BYTES ? (size_t)(want - off)
 						     : OA_BUF_BYTES;
 		if (oa_pwrite_full(f->jfd, f->buf, n, (off_t)off) < 0) {
+			/* What it wrote is given back (zeros beyond every
+			 * record: nothing of a commit is cut). */
+			int e = errno;
+			(void)!oa_sys->ftruncate(f->jfd, (off_t)orig);
+			errno = e;
 			f->jgrow_fail = true;
 			return;
 		}

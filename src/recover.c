@@ -675,18 +675,18 @@ static int scan_all(struct oa_file *f, struct scan *S)
 			oa_xclose(fd);
 			goto fail;
 		}
-		/* Extra journals are created complete at OA_JRNL_INITIAL and
-		 * flushed before their name exists (I8), and only ever cut
-		 * back to that size: a shorter one lost its tail, records
-		 * included. */
+		/* Extra journals are created complete at OA_XJ_INITIAL and
+		 * flushed before their name exists (I8); they grow from there
+		 * and are only ever cut back to OA_JRNL_INITIAL: a shorter one
+		 * lost its tail, records included. */
 		if (oa_xfsize(fd, &size) < 0) {
 			oa_xclose(fd);
 			goto fail;
 		}
-		if (size < OA_JRNL_INITIAL) {
+		if (size < OA_XJ_INITIAL) {
 			note(S, "journal %s is %llu bytes, shorter than any the "
 			     "library writes (%u): truncated, damaged", name,
-			     (unsigned long long)size, OA_JRNL_INITIAL);
+			     (unsigned long long)size, OA_XJ_INITIAL);
 			S->damaged++;
 			discard_add(S, idx[i]);
 			oa_xclose(fd);

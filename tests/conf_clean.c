@@ -31,6 +31,7 @@
  *
  * Failed on main before format 2 (690dc6f..8f744a8): two files, 4 MiB.
  */
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -131,25 +132,32 @@ static long page_stamp(int fd, int k)
  * all: the journal starts over after a checkpoint instead of running into
  * the end (ENOSPC after ~250 commits on the tmpfs, EFBIG after ~20 under
  * the limit, before 2026-12-06). */
-static void many_commits(const char *fp, int n)
+static void many_commits(const char *fp, int n, int nh)
 {
 	struct oa_options jo = { .size = sizeof(jo),
 				 .method = OA_METHOD_JOURNAL };
 	unsigned char b[4096], init[8192];
+	oa_file *f[3];
+	CHECK(nh >= 1 && nh <= 3);
 	unlink(fp);
 	memset(init, 'i', sizeof(init));
 	tu_write_file(fp, init, sizeof(init), 0644);
-	oa_file *f = oa_open_opts(fp, O_RDWR, 0, &jo);
-	CHECK(f != NULL);
+	for (int h = 0; h < nh; h++)
+		CHECK((f[h] = oa_open_opts(fp, O_RDWR, 0, &jo)) != NULL);
+	/* Commit I by handle I % NH: the second and third write through
+	 * extra journals, made small and grown like journal 0 (4 MiB each
+	 * up front before 2026-12-06: ENOSPC/EFBIG at their first write). */
 	for (int i = 0; i < n; i++) {
+		oa_file *h = f[i % nh];
 		snprintf((char *)b, sizeof(b), "commit %d", i);
-		CHECKF(oa_pwrite(f, b, sizeof(b), (off_t)(i % 2) * 4096) ==
-		       (ssize_t)sizeof(b), "%s: write %d of %d: %s", fp, i, n,
-		       strerror(errno));
-		CHECKF(oa_commit(f) == 0, "%s: commit %d of %d: %s", fp, i, n,
-		       strerror(errno));
+		CHECKF(oa_pwrite(h, b, sizeof(b), (off_t)(i % 2) * 4096) ==
+		       (ssize_t)sizeof(b), "%s: write %d of %d (%d handles): "
+		       "%s", fp, i, n, nh, strerror(errno));
+		CHECKF(oa_commit(h) == 0, "%s: commit %d of %d (%d handles): "
+		       "%s", fp, i, n, nh, strerror(errno));
 	}
-	CHECK_OK(oa_close(f));
+	for (int h = 0; h < nh; h++)
+		CHECK_OK(oa_close(f[h]));
 	int fd = open(fp, O_RDONLY);
 	CHECK(fd >= 0);
 	for (int k = 0; k < 2; k++) {
@@ -161,11 +169,97 @@ static void many_commits(const char *fp, int n)
 	CHECK(tu_file_size(tu_control_path(fp)) == OA_CLEAN_SIZE);
 }
 
+/* Writers at the same time where the room is short: NT threads of this
+ * process (group commit: a combiner's journal too) or NT processes, each
+ * with its own handle, commit 4 KiB "commit K" into page T of the file, K
+ * = 0 .. N-1.  Every commit must work (journals made small and grown by at
+ * most a quarter of the free space: before 2026-12-06 each extra journal
+ * took 4 MiB, and journal 0's room ahead and records took a 2 MiB tmpfs
+ * whole, so the next writer's journal could not be made: ENOSPC). */
+#define NW_MAX 8
+static const char *g_cw_path;
+static int g_cw_n;
+
+static int cw_commits(long t)
+{
+	unsigned char b[4096];
+	oa_file *f = oa_open(g_cw_path, O_RDWR, 0);
+	if (!f) {
+		fprintf(stderr, "writer %ld: open: %s\n", t, strerror(errno));
+		return 1;
+	}
+	for (int k = 0; k < g_cw_n; k++) {
+		memset(b, 'a' + (int)t, sizeof(b));
+		snprintf((char *)b, sizeof(b), "commit %d", k);
+		if (oa_pwrite(f, b, sizeof(b), (off_t)t * 4096) !=
+		    (ssize_t)sizeof(b) || oa_commit(f) < 0) {
+			fprintf(stderr, "writer %ld: commit %d of %d: %s\n", t,
+				k, g_cw_n, strerror(errno));
+			oa_close(f);
+			return 1;
+		}
+	}
+	return oa_close(f) < 0;
+}
+
+static void *cw_thread(void *arg)
+{
+	return (void *)(intptr_t)cw_commits((long)(intptr_t)arg);
+}
+
+static void concurrent_writers(const char *fp, int nt, int n, bool procs)
+{
+	unsigned char init[NW_MAX * 4096];
+	pthread_t th[NW_MAX];
+	pid_t pid[NW_MAX];
+	CHECK(nt <= NW_MAX);
+	unlink(fp);
+	memset(init, 'i', sizeof(init));
+	tu_write_file(fp, init, (size_t)nt * 4096, 0644);
+	g_cw_path = fp;
+	g_cw_n = n;
+	for (long t = 0; t < nt; t++) {
+		if (procs) {
+			CHECK((pid[t] = fork()) >= 0);
+			if (pid[t] == 0)
+				_exit(cw_commits(t));
+		} else {
+			CHECK(pthread_create(&th[t], NULL, cw_thread,
+					     (void *)(intptr_t)t) == 0);
+		}
+	}
+	for (int t = 0; t < nt; t++) {
+		if (procs) {
+			int st;
+			CHECK(waitpid(pid[t], &st, 0) == pid[t]);
+			CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: "
+			       "process %d of %d failed", fp, t, nt);
+		} else {
+			void *r;
+			CHECK(pthread_join(th[t], &r) == 0);
+			CHECKF(r == NULL, "%s: thread %d of %d failed", fp, t,
+			       nt);
+		}
+	}
+	int fd = open(fp, O_RDONLY);
+	CHECK(fd >= 0);
+	for (int t = 0; t < nt; t++) {
+		long got = page_stamp(fd, t);
+		CHECKF(got == n - 1, "%s: page %d holds commit %ld, not %d",
+		       fp, t, got, n - 1);
+	}
+	close(fd);
+	CHECK(tu_file_size(tu_control_path(fp)) == OA_CLEAN_SIZE);
+}
+
 static int limited_writer(void *arg)
 {
 	struct rlimit rl = { 128 << 10, 128 << 10 };
 	CHECK_OK(setrlimit(RLIMIT_FSIZE, &rl));
-	many_commits(arg, 1000);
+	many_commits(arg, 1000, 1);
+	many_commits(arg, 1000, 2);
+	concurrent_writers(arg, 4, 300, false);
+	concurrent_writers(arg, 4, 300, true);
 	return 0;
 }
 
@@ -255,7 +349,11 @@ static void test_short_room(void)
 	const char *mnt = tu_tmpfs("two", "2m");
 	if (!mnt)
 		return;
-	many_commits(tu_path("two/f"), 2000);
+	many_commits(tu_path("two/f"), 2000, 1);
+	many_commits(tu_path("two/f"), 2000, 2);
+	many_commits(tu_path("two/f"), 2000, 3);
+	concurrent_writers(tu_path("two/f"), 8, 300, false);
+	concurrent_writers(tu_path("two/f"), 8, 300, true);
 	g_room_ack = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 			  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	CHECK(g_room_ack != MAP_FAILED);

@@ -418,8 +418,15 @@ static void test_full(void)
 	db = open_oa(path);
 	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == committed);
 	ts_integrity_ok(db, path);
-	/* Room again: the next transaction commits. */
-	ts_exec(db, "DELETE FROM t WHERE id > 2");
+	/* Room again: the next transactions commit.  One row at a time:
+	 * Debian's SQLite has secure_delete on, so a DELETE overwrites every
+	 * page it frees, and all the rows at once (1.4 MiB of zeros) need as
+	 * much journal - in any journal mode - as the full disk has no more
+	 * (it passed while the journal's room ahead had taken a part of the
+	 * disk before the database could, and gave it back at the close). */
+	for (int64_t i = committed; i > 2; i--)
+		ts_exec(db, "DELETE FROM t WHERE id = (SELECT max(id) FROM t)");
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 2);
 	ts_exec(db, "INSERT INTO t(v) VALUES(x'00')");
 	CHECK(sqlite3_close(db) == SQLITE_OK);
 	CHECK(umount(mnt) == 0);
