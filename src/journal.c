@@ -511,13 +511,15 @@ void oa_txn_drop(struct oa_file *f)
 	f->tx_start = f->pos;
 }
 
+#define OA_ROOM_LOW (128u << 10)
+
 /* Journal 0 starts as long as its first transaction needs: the clean
  * control file is OA_CLEAN_SIZE bytes, and a one-shot update should not
  * write a 4 MiB ring; an extra journal starts at OA_XJ_INITIAL.  A handle
- * that commits a second time gets room ahead:
- * twice the journal, at least 256 KiB past its tail, up to the ring's
- * OA_JRNL_INITIAL, zero-filled and not flushed (the next commit flush
- * carries it).  Best effort: where it fails (a full disk, the file size
+ * that keeps committing gets room ahead whenever less than OA_ROOM_LOW is
+ * left past its tail: twice the journal, at least 256 KiB past its tail,
+ * up to the ring's OA_JRNL_INITIAL, zero-filled and not flushed (the next
+ * commit flush carries it).  Best effort: where it fails (a full disk, the file size
  * limit) commits go on growing the journal as they write. */
 void oa_journal_grow(struct oa_file *f)
 {
@@ -543,6 +545,14 @@ void oa_journal_grow(struct oa_file *f)
 	 * is not power safe could garble (I4).  The rest of that block is
 	 * allocated already. */
 	size = oa_align_up(orig, OA_TX_ALIGN);
+	/* Room ahead follows use: made when less than 128 KiB is left past
+	 * the tail, so that a handle that commits ten times writes a few
+	 * hundred KiB of zeros, not the whole 4 MiB ring (it did, from its
+	 * fifth commit on, before 2026-12-06); the sizes it steps through
+	 * are the same as before (doubling), so a handle that keeps
+	 * committing pays as many growth flushes as it did. */
+	if (size >= f->pos + OA_ROOM_LOW)
+		return;
 	want = size * 2;
 	if (want < f->pos + (256u << 10))
 		want = f->pos + (256u << 10);
