@@ -519,8 +519,8 @@ void oa_txn_drop(struct oa_file *f)
  * that keeps committing gets room ahead whenever less than OA_ROOM_LOW is
  * left past its tail: twice the journal, at least 256 KiB past its tail,
  * up to the ring's OA_JRNL_INITIAL, zero-filled and not flushed (the next
- * commit flush carries it).  Best effort: where it fails (a full disk, the file size
- * limit) commits go on growing the journal as they write. */
+ * commit flush carries it).  Best effort: where it fails (a full disk, the
+ * file size limit) commits go on growing the journal as they write. */
 void oa_journal_grow(struct oa_file *f)
 {
 	uint64_t orig, size, want;
@@ -566,7 +566,7 @@ void oa_journal_grow(struct oa_file *f)
 	 * committing never takes the room the other writers' journals (or
 	 * other files) need: on a 2 MiB tmpfs journal 0 took it all and the
 	 * next writer could not make its journal.  N journals grown so leave
-	 * at least 3/(N+3) of the space free.  Where the space is too short,
+	 * about 3/(N+3) of the space free.  Where the space is too short,
 	 * no more room ahead while this handle holds the journal: its
 	 * commits grow it as they go (and it starts over where they fail). */
 	if (want > size && !MUTANT(53) &&
