@@ -169,6 +169,31 @@ static int stage_rec(struct cstate *c, uint64_t glen)
 	return 0;
 }
 
+/* The file system is full (ENOSPC, EDQUOT from reserving the apply's
+ * blocks): give back this handle's room ahead - the zeros past where its
+ * commit record goes, which hold no record of any commit - so that the
+ * space can be asked again, once.  No more room ahead while this handle
+ * holds the journal.  Writers of one file that are open at once each keep
+ * the room their journal took while the disk was emptier; the committer
+ * needing it is the one who can give its own back.  0, or -1 with the
+ * original errno. */
+static int give_back_room(struct cstate *c)
+{
+	struct oa_file *f = c->f;
+	int e = errno;
+	uint64_t size, keep = oa_align_up(c->lsn + OA_REC_HDR + c->body,
+					  OA_TX_ALIGN);
+	if (f->jidx > 0 && keep < OA_XJ_INITIAL)
+		keep = OA_XJ_INITIAL;   /* recovery's smallest extra journal */
+	if ((e != ENOSPC && e != EDQUOT) || oa_xfsize(f->jfd, &size) < 0 ||
+	    size <= keep || oa_xftruncate(f->jfd, (off_t)keep) < 0) {
+		errno = e;
+		return -1;
+	}
+	f->jgrow_fail = true;
+	return 0;
+}
+
 /* Under COMMIT (oa_commit_begin done: c->l, c->fsize): build the record
  * (its group tail, if any, already at its place) and write it, marked in
  * flight first (I10).  On failure the transaction stays pending. */
@@ -213,7 +238,9 @@ static int write_rec(struct cstate *c)
 	 * after it.  Growth beyond the end and holes inside the file are what
 	 * need new blocks; where fallocate is not supported the apply takes
 	 * its chances. */
-	if (reserve(f, ch, rec + OA_REC_HDR, c->fsize) < 0)
+	if (reserve(f, ch, rec + OA_REC_HDR, c->fsize) < 0 &&
+	    (MUTANT(54) || give_back_room(c) < 0 ||
+	     reserve(f, ch, rec + OA_REC_HDR, c->fsize) < 0))
 		return -1;
 	/* Beyond the newest commit record, tried or written, the journal
 	 * holds no commit (checkpoint.c give_back_dropped); positions only

@@ -70,6 +70,7 @@ declare -A what=(
 	[50]="group commit: a batch that failed before its commit point reported as committed (B3)"
 	[52]="a journal out of room at a transaction's first write is not started over: ENOSPC while checkpointed commits hold the space"
 	[53]="a journal's room ahead takes the file system's free space whole: the next writer cannot make its journal (ENOSPC)"
+	[54]="a commit on a full disk keeps its journal's room ahead: ENOSPC where giving it back would make the apply's blocks"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -95,6 +96,7 @@ declare -A tests_of=(
 	[44]="sqlite_torture"
 	[52]="conf_clean"       # a 2 MiB tmpfs, 2000 small commits
 	[53]="conf_clean"       # 8 writers at once on a 2 MiB tmpfs
+	[54]="conf_clean"       # a full tmpfs, a commit that grows the file
 	# 45-48 (oa_commit_group, src/commit.c G1-G5): the simulator's group
 	# workload catches each first; conf_group's kill torture catches 45-47
 	# and powercut_group.sh 48 too

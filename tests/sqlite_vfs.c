@@ -435,7 +435,7 @@ static void test_full(void)
 	 * 2026-12-06 all but 6 of 600 inserts failed with SQLITE_FULL).  The
 	 * rows take 40 % of the disk: the journals of writers open at once
 	 * keep the room they took while the disk was emptier (with 60 %
-	 * taken by the rows, one run in about 20 found the disk full). */
+	 * taken by the rows, one run in 12 to 20 found the disk full). */
 	char cpath[PATH_MAX];
 	snprintf(cpath, sizeof(cpath), "%s/c.db", mnt);
 	ts_unlink_db(path);   /* the whole 2 MiB again */
