@@ -588,7 +588,7 @@ void oa_journal_grow(struct oa_file *f)
 			/* What it wrote is given back (zeros beyond every
 			 * record: nothing of a commit is cut). */
 			int e = errno;
-			(void)!oa_sys->ftruncate(f->jfd, (off_t)orig);
+			(void)!oa_xftruncate(f->jfd, (off_t)orig);
 			errno = e;
 			f->jgrow_fail = true;
 			return;
