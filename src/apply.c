@@ -47,6 +47,10 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
 	if (oa_need_buf(f) < 0 || oa_ctl_lock(f, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
 		return -1;
+	/* M2 (control.c): a commit removed the clean mark before its commit
+	 * point; a replay by another handle does it here. */
+	if (oa_unmark(f) < 0)
+		goto out;
 	if (oa_xfsize(f->tfd, &size) < 0)
 		goto out;
 	if (ch->trunc_min != OA_NO_TRUNC && size > ch->trunc_min &&

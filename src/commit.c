@@ -410,8 +410,10 @@ int oa_commit_journal(struct oa_file *f)
 		goto out;
 	if (oa_commit_begin(f, &c.l, &c.fsize) < 0)
 		goto out;
-	if (write_rec(&c) == 0 && flush_rec(&c, NULL) == 0 &&
-	    ack_apply(&c) == 0)
+	/* M2 (control.c): no clean mark from here on, before the commit
+	 * point, under COMMIT (which a close that sets one must hold). */
+	if (oa_unmark(f) == 0 && write_rec(&c) == 0 &&
+	    flush_rec(&c, NULL) == 0 && ack_apply(&c) == 0)
 		r = finish(&c);
 	oa_commit_end(f);
 out:
@@ -488,6 +490,9 @@ int oa_commit_group_journal(struct oa_file *const *fs, size_t n,
 	for (begun = 0; begun < n; begun++)
 		if (oa_commit_begin(fs[begun], &c[begun].l,
 				    &c[begun].fsize) < 0)
+			goto abort;
+	for (i = 0; i < n; i++)
+		if (oa_unmark(fs[i]) < 0)   /* M2 */
 			goto abort;
 	/* G2: the members' records, durable; then the coordinator's.  A
 	 * record whose write or flush fails is taken back by that step. */

@@ -688,3 +688,135 @@ int oa_ctl_sync_locked(struct oa_file *f)
 	 * returned 0 changed nothing in it). */
 	return ctl_synced(f, &l);
 }
+
+/*
+ * The clean mark (FORMAT.md, "The clean mark"; I16): the extended attribute
+ * "user.oatomic.clean" on the file says that, in the mount it was written
+ * through and the boot that wrote it, the library has nothing in flight
+ * and nothing to recover for the file, so that a reader can open and read
+ * it without its control file and without a lock.
+ *   M1  It is set only under COMMIT exclusive with no commit in flight
+ *       (the control file clean, or its live area's dirty marker clear),
+ *       by a handle that closes, each time with a new random nonce.
+ *   M2  It is removed by every commit before its commit point, and by
+ *       every apply (recovery's replay included) before it changes the
+ *       file's bytes or size: an attribute's removal is seen at once by
+ *       every process.  Never taken as gone on a handle's word: any
+ *       close may have set it again since.
+ *   M3  It counts only for its inode (number and generation), in the boot
+ *       (boot id) and the mount instance (the unique mount id, which no
+ *       other mount of the boot ever gets) that wrote it: a power cut
+ *       reboots, a cut of the file system (FS_IOC_SHUTDOWN) needs a new
+ *       mount, and either may have lost the removal of M2; a copy is
+ *       another inode.  And only while the file's mode and owner are those
+ *       it records: after a chmod or chown the next opener takes the long
+ *       way, which makes the sidecars follow them (oa_check_safe).
+ * A reader that found a valid mark reads the file, then the mark again:
+ * the same bytes (nonce included) mean no change began before its read
+ * ended (M2), nor since the mark was found (a new mark has a new nonce).
+ *
+ * The value (little-endian):
+ *   0  8  magic "OACLEAN1"
+ *   8  8  inode number
+ *  16  8  inode generation
+ *  24  8  unique mount id (statx STATX_MNT_ID_UNIQUE)
+ *  32 16  boot id
+ *  48  8  nonce
+ *  56  4  the file's mode (st_mode & 07777)
+ *  60  4  its owner (uid)
+ *  64  4  its group (gid)
+ *  68  4  CRC-32C of bytes 0-67
+ */
+#define OA_MARK_XATTR	"user.oatomic.clean"
+#define OA_MARK_MAGIC	"OACLEAN1"
+#define OA_STATX_MNT_ID_UNIQUE 0x4000U
+
+/* The unique id of the mount FD is reached through; false where the
+ * kernel has none (before Linux 6.8): then no mark is made or trusted. */
+bool oa_mount_id(int fd, uint64_t *id)
+{
+	struct oa_statx sx;
+	if (oa_xstatx(fd, OA_STATX_MNT_ID_UNIQUE, &sx) < 0 ||
+	    !(sx.stx_mask & OA_STATX_MNT_ID_UNIQUE))
+		return false;
+	*id = sx.stx_mnt_id;
+	return true;
+}
+
+static void mark_encode(unsigned char *b, const struct oa_file *f,
+			uint64_t mnt, const unsigned char boot[16],
+			uint64_t nonce)
+{
+	memcpy(b, OA_MARK_MAGIC, 8);
+	oa_put64(b + 8, f->ino);
+	oa_put64(b + 16, f->igen);
+	oa_put64(b + 24, mnt);
+	memcpy(b + 32, boot, 16);
+	oa_put64(b + 48, nonce);
+	oa_put32(b + 56, f->mode);
+	oa_put32(b + 60, f->uid);
+	oa_put32(b + 64, f->gid);
+	oa_put32(b + 68, oa_crc32c(0, b, 68));
+}
+
+int oa_mark_get(struct oa_file *f, uint64_t mnt, unsigned char *out)
+{
+	unsigned char b[OA_MARK_LEN + 1], boot[16];
+	ssize_t n = oa_xfgetxattr(f->tfd, OA_MARK_XATTR, b, sizeof(b));
+	if (n != OA_MARK_LEN || memcmp(b, OA_MARK_MAGIC, 8) != 0 ||
+	    oa_get32(b + 68) != oa_crc32c(0, b, 68) ||
+	    oa_get64(b + 8) != f->ino || oa_get64(b + 16) != f->igen ||
+	    oa_get32(b + 56) != f->mode || oa_get32(b + 60) != f->uid ||
+	    oa_get32(b + 64) != f->gid ||
+	    oa_get64(b + 24) != mnt || !oa_boot_id(boot) ||
+	    memcmp(b + 32, boot, 16) != 0)
+		return 0;
+	memcpy(out, b, OA_MARK_LEN);
+	return 1;
+}
+
+bool oa_mark_same(struct oa_file *f, const unsigned char *mark)
+{
+	unsigned char b[OA_MARK_LEN + 1];
+	ssize_t n = oa_xfgetxattr(f->tfd, OA_MARK_XATTR, b, sizeof(b));
+	return n == OA_MARK_LEN && memcmp(b, mark, OA_MARK_LEN) == 0;
+}
+
+int oa_unmark(struct oa_file *f)
+{
+	if (f->blkdev || MUTANT(55))
+		return 0;
+	/* (ENODATA, no mark: a system call that changes nothing) */
+	if (oa_xfremovexattr(f->tfd, OA_MARK_XATTR) < 0 && errno != ENODATA &&
+	    errno != ENOTSUP && errno != ENOSYS)
+		return -1;
+	return 0;
+}
+
+void oa_mark_clean(struct oa_file *f)
+{
+	unsigned char b[OA_MARK_LEN], boot[16];
+	uint64_t mnt;
+
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
+	if (f->blkdev || !oa_sys->fsetxattr ||
+	    !oa_mount_id(f->tfd, &mnt) || !oa_boot_id(boot))
+		return;
+	/* A valid mark was set since the last change (M2): left as it is
+	 * (no new change time for a close that changes nothing). */
+	if (oa_mark_get(f, mnt, b) == 1)
+		return;
+	/* The mode and owner as they are now (a chmod since the open). */
+	struct oa_statx sx;
+	if (oa_xstatx(f->tfd, 0x1 | 0x2 | 0x8 | 0x10, &sx) < 0 ||
+	    (sx.stx_mask & 0x1b) != 0x1b)
+		return;
+	f->mode = sx.stx_mode & 07777;
+	f->uid = sx.stx_uid;
+	f->gid = sx.stx_gid;
+	mark_encode(b, f, mnt, boot, oa_random64());
+	/* Best effort: no mark only means readers take the long way.  A
+	 * reader's handle may set it too where its user may write the
+	 * file's attributes (write permission, or the owner). */
+	oa_xfsetxattr(f->tfd, OA_MARK_XATTR, b, sizeof(b), 0);
+}

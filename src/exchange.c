@@ -222,6 +222,8 @@ int oa_commit_exchange(struct oa_file *f)
 		return 1;
 	if (oa_commit_begin(f, &l, &fsize) < 0)
 		return -1;
+	if (oa_unmark(f) < 0)   /* M2 (control.c), under COMMIT */
+		goto fail;
 	if (oa_index_end(f->ix) > fsize)
 		goto out;    /* growth: the journal's job */
 	if (!MUTANT(22) && oa_commit_bypass_ready(f, &l) < 0)

@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -91,6 +92,7 @@ static void oa_handle_free(struct oa_file *f)
 	oa_index_free(f->ix);
 	free(f->buf);
 	free(f->prefix);
+	free(f->fast_path);
 	for (size_t i = 0; i < f->ngco; i++) {
 		free((char *)f->gco[i].path);
 		free((char *)f->gco[i].jdir);
@@ -285,10 +287,26 @@ static struct oa_file *handle_new(void)
 	return f;
 }
 
+/* The inode generation tells a reused inode number from the file the
+ * journal was written for.  Not every file system has it: only "not
+ * supported" means 0.  Any other failure (EIO, ENOMEM, ...) fails the open:
+ * taking it for 0 would make the file's own journals look foreign, and
+ * their commits be ignored. */
+static int get_igen(struct oa_file *f)
+{
+	int gen = 0;
+	if (oa_sys->ioctl(f->tfd, FS_IOC_GETVERSION, &gen) == 0) {
+		f->igen = (uint32_t)gen;
+	} else if (errno != ENOTTY && errno != EOPNOTSUPP && errno != EINVAL &&
+		   errno != ENOSYS) {
+		return -1;
+	}
+	return 0;
+}
+
 static int identify(struct oa_file *f)
 {
 	struct stat st;
-	int gen = 0;
 	if (oa_xfstat(f->tfd, &st) < 0)
 		return -1;
 	if (S_ISDIR(st.st_mode)) {
@@ -318,18 +336,7 @@ static int identify(struct oa_file *f)
 	f->uid = st.st_uid;
 	f->gid = st.st_gid;
 	f->mode = st.st_mode & 07777;
-	/* The inode generation tells a reused inode number from the file the
-	 * journal was written for.  Not every file system has it: only "not
-	 * supported" means 0.  Any other failure (EIO, ENOMEM, ...) fails the
-	 * open: taking it for 0 would make the file's own journals look
-	 * foreign, and their commits be ignored. */
-	if (oa_sys->ioctl(f->tfd, FS_IOC_GETVERSION, &gen) == 0) {
-		f->igen = (uint32_t)gen;
-	} else if (errno != ENOTTY && errno != EOPNOTSUPP && errno != EINVAL &&
-		   errno != ENOSYS) {
-		return -1;
-	}
-	return 0;
+	return get_igen(f);
 }
 
 /* Names in a journal directory: ".NAME.<ino>" (many files share it). */
@@ -501,65 +508,34 @@ static void settle_groups(struct oa_file *f)
 	errno = e;
 }
 
-static struct oa_file *handle_open_ex(int dirfd, const char *path,
-				      int flags, mode_t mode,
-				      const struct oa_options *o, int purpose,
-				      unsigned rflags, FILE *rout)
+/* Undo what a failed attach() set up, for the handle to try again. */
+static void detach(struct oa_file *f)
 {
-	struct oa_file *f;
+	unlock_all(f);
+	oa_ctl_unmap(f);
+	oa_xclose(f->cfd);
+	oa_xclose(f->jfd);
+	oa_xclose(f->dio_fd);
+	oa_xclose(f->sfd);
+	if (f->dfd != f->tdirfd)
+		oa_xclose(f->dfd);
+	oa_xclose(f->tdirfd);
+	f->cfd = f->jfd = f->dio_fd = f->sfd = f->dfd = f->tdirfd = -1;
+	free(f->prefix);
+	f->prefix = NULL;
+}
+
+/* The rest of an open, once the file is open and identified: its
+ * directory, its home, the method, the control file, and the recovery the
+ * open needs.  DIRECT: PATH names the file itself, not a link to it, so
+ * its directory is PATH's.  On -1 what was set up is the caller's to free
+ * or undo (detach). */
+static int attach(struct oa_file *f, int dirfd, const char *path, int flags,
+		  int purpose, bool direct, bool created)
+{
 	char *base = NULL;
-	bool created;
 	int acc = flags & O_ACCMODE;
 
-	if (!path) {
-		errno = EFAULT;
-		return NULL;
-	}
-	if (acc == O_ACCMODE || (flags & (O_APPEND | O_PATH)) ||
-	    (flags & O_TMPFILE) == O_TMPFILE || (flags & O_DIRECTORY)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	if (purpose == P_WORK && acc != O_RDONLY &&
-	    !journal_name_fits(path, opts_jdir(o))) {
-		errno = ENAMETOOLONG;   /* before O_CREAT makes anything */
-		return NULL;
-	}
-	f = handle_new();
-	if (!f)
-		return NULL;
-	f->acc = acc;
-	f->rflags = rflags;
-	f->rout = rout;
-	f->rpath = path;
-	if (o) {
-		if (o->size < offsetof(struct oa_options, method) + sizeof(int) ||
-		    o->size > 4096) {
-			errno = EINVAL;
-			goto fail;
-		}
-		memcpy(&f->opt, o, o->size < sizeof(f->opt) ? o->size
-							     : sizeof(f->opt));
-		if (f->opt.method < OA_METHOD_AUTO ||
-		    f->opt.method > OA_METHOD_KERNEL) {
-			errno = EINVAL;
-			goto fail;
-		}
-	}
-	f->opt.size = sizeof(f->opt);
-	bool direct;
-	f->tfd = open_target(f, dirfd, path, flags, mode, &created, &direct);
-	if (f->tfd < 0)
-		goto fail;
-	if (identify(f) < 0)
-		goto fail;
-	/* O_DIRECT (and O_DSYNC) ask for a block device's atomic writes
-	 * (RWF_ATOMIC needs direct I/O): the library does its own I/O, so
-	 * they change nothing; on a file, O_DIRECT is refused as before. */
-	if ((flags & O_DIRECT) && !f->blkdev) {
-		errno = EINVAL;
-		goto fail;
-	}
 	/* The journals belong to the file, not to the name it was opened by:
 	 * through a symbolic link they are kept beside the file it points to,
 	 * so every opener and every recovery finds the same ones; home.c
@@ -645,12 +621,152 @@ opened:
 	f->rflags = 0;
 	f->rout = NULL;
 	f->rpath = NULL;
+	return 0;
+fail:
+	free(base);
+	return -1;
+}
+
+/*
+ * The open of a file that carries a valid clean mark (control.c, M1-M3) ends
+ * here: no directory, home, control file or lock, and reads check the mark
+ * instead of taking APPLY (oa_pread).  The first call that needs more
+ * (anything but oa_pread and oa_close), or a read that finds the mark
+ * changed, does the rest of the open (upgrade), and reports what it
+ * finds wrong (ESTALE, EPERM, ...) where the open would have.  Only for
+ * oa_open and oa_open_opts of an existing file by its own name (no
+ * O_CREAT, O_TRUNC, O_NOFOLLOW, journal directory or forced method), where
+ * the rest can be found again from the descriptor.  1: opened so; 2: not (identify() then does what it
+ * always did: the fields set here are only for the fast handle); -1: error.
+ */
+static int fast_open(struct oa_file *f, const char *path, int flags)
+{
+	struct oa_statx sx;
+	/* No timestamps asked: a stat that reports them makes the next
+	 * write log the inode (sys.c, oa_xstatx). */
+	unsigned mask = 0x1 | 0x2 | 0x8 | 0x10 | 0x100;   /* type, mode,
+							   * uid, gid, ino */
+	uint64_t mnt;
+
+	if (oa_xstatx(f->tfd, mask, &sx) < 0 || (sx.stx_mask & mask) != mask ||
+	    !S_ISREG(sx.stx_mode))
+		return 2;
+	f->ino = sx.stx_ino;
+	f->dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	f->uid = sx.stx_uid;
+	f->gid = sx.stx_gid;
+	f->mode = sx.stx_mode & 07777;
+	if (get_igen(f) < 0)
+		return -1;
+	if (!oa_mount_id(f->tfd, &mnt) || oa_mark_get(f, mnt, f->mark) != 1)
+		return 2;
+	f->fast_path = strdup(path);
+	if (!f->fast_path)
+		return 2;
+	f->fast_flags = flags;
+	f->fast = true;
+	return 1;
+}
+
+int oa__fast(const oa_file *f)
+{
+	return f && f->fast;
+}
+
+/* The rest of a fast open (fast_open), done now. */
+static int upgrade(struct oa_file *f)
+{
+	f->fast = false;
+	/* Its directory as the descriptor says now (renamed since?), else
+	 * the path as given. */
+	if (attach(f, AT_FDCWD, f->fast_path, f->fast_flags, P_WORK, false,
+		   false) == 0) {
+		free(f->fast_path);
+		f->fast_path = NULL;
+		return 0;
+	}
+	int e = errno;
+	detach(f);
+	f->fast = true;
+	errno = e;
+	return -1;
+}
+
+static struct oa_file *handle_open_ex(int dirfd, const char *path,
+				      int flags, mode_t mode,
+				      const struct oa_options *o, int purpose,
+				      unsigned rflags, FILE *rout)
+{
+	struct oa_file *f;
+	bool created;
+	int acc = flags & O_ACCMODE;
+
+	if (!path) {
+		errno = EFAULT;
+		return NULL;
+	}
+	if (acc == O_ACCMODE || (flags & (O_APPEND | O_PATH)) ||
+	    (flags & O_TMPFILE) == O_TMPFILE || (flags & O_DIRECTORY)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (purpose == P_WORK && acc != O_RDONLY &&
+	    !journal_name_fits(path, opts_jdir(o))) {
+		errno = ENAMETOOLONG;   /* before O_CREAT makes anything */
+		return NULL;
+	}
+	f = handle_new();
+	if (!f)
+		return NULL;
+	f->acc = acc;
+	f->rflags = rflags;
+	f->rout = rout;
+	f->rpath = path;
+	if (o) {
+		if (o->size < offsetof(struct oa_options, method) + sizeof(int) ||
+		    o->size > 4096) {
+			errno = EINVAL;
+			goto fail;
+		}
+		memcpy(&f->opt, o, o->size < sizeof(f->opt) ? o->size
+							     : sizeof(f->opt));
+		if (f->opt.method < OA_METHOD_AUTO ||
+		    f->opt.method > OA_METHOD_KERNEL) {
+			errno = EINVAL;
+			goto fail;
+		}
+	}
+	f->opt.size = sizeof(f->opt);
+	bool direct;
+	f->tfd = open_target(f, dirfd, path, flags, mode, &created, &direct);
+	if (f->tfd < 0)
+		goto fail;
+	if (purpose == P_WORK && dirfd == AT_FDCWD && direct && !created &&
+	    !(flags & (O_CREAT | O_TRUNC | O_DIRECT | O_NOFOLLOW)) &&
+	    !f->opt.journal_dir && f->opt.method == OA_METHOD_AUTO) {
+		/* (a forced method is checked at open: EOPNOTSUPP) */
+		int fr = fast_open(f, path, flags);
+		if (fr < 0)
+			goto fail;
+		if (fr == 1)
+			return f;
+	}
+	if (identify(f) < 0)
+		goto fail;
+	/* O_DIRECT (and O_DSYNC) ask for a block device's atomic writes
+	 * (RWF_ATOMIC needs direct I/O): the library does its own I/O, so
+	 * they change nothing; on a file, O_DIRECT is refused as before. */
+	if ((flags & O_DIRECT) && !f->blkdev) {
+		errno = EINVAL;
+		goto fail;
+	}
+	if (attach(f, dirfd, path, flags, purpose, direct, created) < 0)
+		goto fail;
 	if (purpose == P_WORK && (flags & O_TRUNC) && acc != O_RDONLY &&
 	    oa_ftruncate(f, 0) < 0)
 		goto fail;
 	return f;
 fail:
-	free(base);
 	oa_handle_free(f);
 	return NULL;
 }
@@ -774,6 +890,8 @@ static int usable(struct oa_file *f)
 		errno = EIO;
 		return -1;
 	}
+	if (f->fast && upgrade(f) < 0)
+		return -1;
 	return 0;
 }
 
@@ -870,6 +988,30 @@ ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 	char *p = buf;
 	ssize_t ret = -1;
 
+	if (f && f->fast && f->forkgen == oa_fork_gen() && !f->latched &&
+	    f->acc != O_WRONLY && off >= 0) {
+		/* Opened on a valid clean mark: read, then look at the mark
+		 * again.  The same mark: no change of the file began before
+		 * the read ended (control.c, M2).  Otherwise the open is done in
+		 * full and the read done again the usual way. */
+		size_t got = 0, len = n > SSIZE_MAX ? SSIZE_MAX : n;
+		while (got < len) {
+			ssize_t r = oa_xpread(f->tfd, p + got, len - got,
+					      off + (off_t)got);
+			if (r < 0) {
+				if (errno == EINTR)
+					continue;
+				return -1;
+			}
+			if (r == 0)
+				break;
+			got += (size_t)r;
+		}
+		if (MUTANT(56) || oa_mark_same(f, f->mark))
+			return (ssize_t)got;
+		if (upgrade(f) < 0)
+			return -1;
+	}
 	if (usable(f) < 0)
 		return -1;
 	if (f->acc == O_WRONLY) {
@@ -1542,6 +1684,17 @@ static void trim_journal(struct oa_file *f)
 	oa_commit_end(f);
 }
 
+/* No commit in flight (COMMIT held): the control file is clean, or its live
+ * area's dirty marker is clear (I10). */
+static bool quiet(struct oa_file *f)
+{
+	struct oa_live l;
+	int r = ctl_clean_map(f, false);
+	if (r != 0)
+		return r == 1;
+	return oa_live_read(f, &l) == 0 && l.dirty_seq == 0;
+}
+
 int oa_close(oa_file *f)
 {
 	int r = 0;
@@ -1552,6 +1705,12 @@ int oa_close(oa_file *f)
 	if (f->forkgen != oa_fork_gen()) {
 		/* Inherited: free this process's copy, touch nothing shared
 		 * (no lock, no checkpoint, nothing committed). */
+		oa_handle_free(f);
+		return 0;
+	}
+	if (f->fast) {
+		/* Opened on a clean mark and only read: nothing to give
+		 * back, no lock held. */
 		oa_handle_free(f);
 		return 0;
 	}
@@ -1574,8 +1733,21 @@ int oa_close(oa_file *f)
 			r = oa_heal_locked(f, NULL);
 			if (r == 0)
 				r = oa_clean_locked(f);
+			/* M1: the last handle leaves the clean mark, for
+			 * readers to open the file cheaply. */
+			if (r == 0)
+				oa_mark_clean(f);
 			oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 		}
+	} else if (!f->latched && f->cfd >= 0 && f->cfd_rw &&
+		   oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 0) == 0) {
+		/* Not the last, or nothing to give back: a close puts a
+		 * missing clean mark back when no commit is in flight (M1),
+		 * so that the readers that open meanwhile, which hold OPEN
+		 * and take the long way, do not keep it away for good. */
+		if (quiet(f))
+			oa_mark_clean(f);
+		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 	}
 	int e = errno;
 	oa_handle_free(f);
@@ -1606,6 +1778,8 @@ int oa_ioinfo(oa_file *f, struct oa_ioinfo *info)
 		errno = EIO;
 		return -1;
 	}
+	if (f->fast && upgrade(f) < 0)
+		return -1;
 	given = info->size;
 	if (oa_caps_get(f, &c) < 0)
 		return -1;

@@ -33,6 +33,7 @@
 #define OA_SLOT_BYTES     512
 #define OA_ID_OFF         0      /* control: identity */
 #define OA_CLEAN_SIZE     512    /* control: the length that means clean */
+#define OA_MARK_LEN       72     /* the file's clean mark (control.c) */
 #define OA_CSLOT          4096   /* control: base of its header slots */
 #define OA_LIVE_OFF       12288
 #define OA_J0_SLOT        16384  /* control: base of journal 0's slots */

@@ -112,6 +112,14 @@ struct oa_file {
 	bool blk_lazy;      /* blk and may_clone not looked up yet */
 	bool method_lazy;   /* oa_method_resolve not run yet (AUTO) */
 	bool home_refresh;  /* oa_home_refresh due at the first change */
+	/* The clean mark (control.c, M1-M3): FAST, opened on a valid mark
+	 * (MARK, its value), with no control file, directory or lock yet:
+	 * the rest of the open is done by the first call that needs it
+	 * (file.c), from FAST_PATH and FAST_FLAGS. */
+	bool fast;
+	int fast_flags;
+	char *fast_path;
+	unsigned char mark[OA_MARK_LEN];
 	int sfd;            /* exchange: shadow (O_TMPFILE), or -1 */
 	bool shadowed;      /* the transaction has bytes in the shadow */
 	bool shadow_dirty;  /* the shadow holds blocks (emptied after use) */
@@ -514,6 +522,18 @@ int oa_home_leave(struct oa_file *f, const char *base);
 /* At a writer's first change: the home's recorded path follows a renamed
  * directory (best effort). */
 void oa_home_refresh(struct oa_file *f);
+/* The clean mark (control.c, M1-M3).  oa_mount_id: the unique id of the
+ * mount FD is on (false: none, Linux before 6.8).  oa_mark_get: 1 and the
+ * value in OUT when F's file carries a mark valid here (MNT its mount);
+ * else 0.  oa_mark_same: the file carries exactly MARK.  oa_unmark: M2,
+ * before a commit point or an apply; -1 only when the mark may still be
+ * there.  oa_mark_clean: M1, best effort; the caller holds COMMIT
+ * exclusive and has found no commit in flight. */
+bool oa_mount_id(int fd, uint64_t *id);
+int oa_mark_get(struct oa_file *f, uint64_t mnt, unsigned char *out);
+bool oa_mark_same(struct oa_file *f, const unsigned char *mark);
+int oa_unmark(struct oa_file *f);
+void oa_mark_clean(struct oa_file *f);
 /* The stable identity of block device RDEV (home.c says from what), as the
  * "inode" its sidecars record: 0, or -1 with ENODEV (none to be had). */
 int oa_blkdev_identity(dev_t rdev, uint64_t *id);

@@ -106,6 +106,10 @@ int oa_commit_kernel(struct oa_file *f)
 	}
 	if (oa_commit_begin(f, &l, &fsize) < 0)
 		return -1;
+	if (oa_unmark(f) < 0) {   /* M2 (control.c), under COMMIT */
+		r = -1;
+		goto out;
+	}
 	/* Growing the file is left to the journal: the write must replace
 	 * committed bytes only. */
 	if (f->st_off + f->st_len > fsize)

@@ -15,6 +15,10 @@
  * one.  Not thread-safe: call it while no handle is open. */
 const struct oa_sysops *oa__set_sysops(const struct oa_sysops *ops);
 
+/* 1 while handle F, opened on its file's clean mark, has needed nothing
+ * but reads (docs/FORMAT.md, "The clean mark"); else 0. */
+int oa__fast(const oa_file *f);
+
 /* Copy of the seam's counters since the start (or the last reset). */
 void oa__stats_get(struct oa_stats *out);
 void oa__stats_reset(void);

@@ -94,6 +94,7 @@ const struct oa_sysops oa_sys_linux = {
 	.drop = linux_drop,
 	.fgetxattr = fgetxattr,
 	.fsetxattr = fsetxattr,
+	.fremovexattr = fremovexattr,
 };
 
 const struct oa_sysops *oa_sys = &oa_sys_linux;
@@ -296,6 +297,15 @@ ssize_t oa_xfgetxattr(int fd, const char *name, void *buf, size_t n)
 		return -1;
 	}
 	return oa_sys->fgetxattr(fd, name, buf, n);
+}
+
+int oa_xfremovexattr(int fd, const char *name)
+{
+	if (!oa_sys->fremovexattr) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	return oa_sys->fremovexattr(fd, name);
 }
 
 int oa_xfsetxattr(int fd, const char *name, const void *buf, size_t n,

@@ -177,6 +177,9 @@ struct oa_sysops {
 	ssize_t (*fgetxattr)(int fd, const char *name, void *buf, size_t n);
 	int (*fsetxattr)(int fd, const char *name, const void *buf, size_t n,
 			 int flags);
+	/* fremovexattr(2): the file's clean mark (control.c).  NULL: no
+	 * attributes, hence no mark to remove. */
+	int (*fremovexattr)(int fd, const char *name);
 };
 
 /* The table in use.  Never NULL. */
@@ -237,6 +240,7 @@ void oa_wb_note(struct oa_wb *w, int fd, uint64_t off, uint64_t len);
 int oa_xftruncate(int fd, off_t len);
 /* Extended attributes through the seam; ENOTSUP where the table has none. */
 ssize_t oa_xfgetxattr(int fd, const char *name, void *buf, size_t n);
+int oa_xfremovexattr(int fd, const char *name);
 int oa_xfsetxattr(int fd, const char *name, const void *buf, size_t n,
 		  int flags);
 int oa_xfstat(int fd, struct stat *st);
