@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -805,6 +806,23 @@ void oa_mark_clean(struct oa_file *f)
 	/* A valid mark was set since the last change (M2): left as it is
 	 * (no new change time for a close that changes nothing). */
 	if (oa_mark_get(f, mnt, b) == 1)
+		return;
+	/* Only where every process that may change the file is on this
+	 * machine, and sees an attribute's removal at once: not over a
+	 * network (NFS, SMB, Ceph, 9p, FUSE) nor on a cluster file system,
+	 * whose other nodes' commits this mark could not see go. */
+	static const char *const local[] = { "ext4", "xfs", "btrfs", "tmpfs",
+					     "f2fs", "bcachefs", "zfs",
+					     "ramfs", "overlayfs" };
+	struct statfs sfs;
+	const char *fsn;
+	bool ok = false;
+	if (oa_sys->fstatfs(f->tfd, &sfs) < 0 ||
+	    !(fsn = oa__fs_name((unsigned long)sfs.f_type)))
+		return;
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		ok = ok || strcmp(fsn, local[i]) == 0;
+	if (!ok)
 		return;
 	/* The mode and owner as they are now (a chmod since the open). */
 	struct oa_statx sx;

@@ -635,9 +635,10 @@ fail:
  * changed, does the rest of the open (upgrade), and reports what it
  * finds wrong (ESTALE, EPERM, ...) where the open would have.  Only for
  * oa_open and oa_open_opts of an existing file by its own name (no
- * O_CREAT, O_TRUNC, O_NOFOLLOW, journal directory or forced method), where
- * the rest can be found again from the descriptor.  1: opened so; 2: not (identify() then does what it
- * always did: the fields set here are only for the fast handle); -1: error.
+ * O_CREAT, O_TRUNC, O_NOFOLLOW, journal directory, or a writer's forced
+ * method), where the rest can be found again from the descriptor.
+ * 1: opened so; 2: not (identify() then does what it always did: the
+ * fields set here are only for the fast handle); -1: error.
  */
 static int fast_open(struct oa_file *f, const char *path, int flags)
 {
@@ -743,8 +744,9 @@ static struct oa_file *handle_open_ex(int dirfd, const char *path,
 		goto fail;
 	if (purpose == P_WORK && dirfd == AT_FDCWD && direct && !created &&
 	    !(flags & (O_CREAT | O_TRUNC | O_DIRECT | O_NOFOLLOW)) &&
-	    !f->opt.journal_dir && f->opt.method == OA_METHOD_AUTO) {
-		/* (a forced method is checked at open: EOPNOTSUPP) */
+	    !f->opt.journal_dir &&
+	    (f->opt.method == OA_METHOD_AUTO || acc == O_RDONLY)) {
+		/* (a writer's forced method is checked at open: EOPNOTSUPP) */
 		int fr = fast_open(f, path, flags);
 		if (fr < 0)
 			goto fail;
@@ -1684,6 +1686,16 @@ static void trim_journal(struct oa_file *f)
 	oa_commit_end(f);
 }
 
+/* The file carries no clean mark valid here, and could (a close that finds
+ * one valid takes no lock). */
+static bool mark_missing(struct oa_file *f)
+{
+	unsigned char m[OA_MARK_LEN];
+	uint64_t mnt;
+	return oa_sys->fsetxattr && oa_mount_id(f->tfd, &mnt) &&
+	       oa_mark_get(f, mnt, m) != 1;
+}
+
 /* No commit in flight (COMMIT held): the control file is clean, or its live
  * area's dirty marker is clear (I10). */
 static bool quiet(struct oa_file *f)
@@ -1739,7 +1751,7 @@ int oa_close(oa_file *f)
 				oa_mark_clean(f);
 			oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 		}
-	} else if (!f->latched && f->cfd >= 0 && f->cfd_rw &&
+	} else if (!f->latched && f->cfd >= 0 && f->cfd_rw && mark_missing(f) &&
 		   oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 0) == 0) {
 		/* Not the last, or nothing to give back: a close puts a
 		 * missing clean mark back when no commit is in flight (M1),
