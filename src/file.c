@@ -984,6 +984,25 @@ static int read_committed(struct oa_file *f, char *p, uint64_t a, uint64_t b,
 	return 0;
 }
 
+/* The file's bytes [OFF, OFF+N) as the kernel has them, short at its end. */
+static ssize_t read_file(struct oa_file *f, char *p, size_t n, off_t off)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = oa_xpread(f->tfd, p + got, n - got,
+				      off + (off_t)got);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
 ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 {
 	uint64_t end, pos, sc, v;
@@ -996,21 +1015,12 @@ ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 		 * again.  The same mark: no change of the file began before
 		 * the read ended (control.c, M2).  Otherwise the open is done in
 		 * full and the read done again the usual way. */
-		size_t got = 0, len = n > SSIZE_MAX ? SSIZE_MAX : n;
-		while (got < len) {
-			ssize_t r = oa_xpread(f->tfd, p + got, len - got,
-					      off + (off_t)got);
-			if (r < 0) {
-				if (errno == EINTR)
-					continue;
-				return -1;
-			}
-			if (r == 0)
-				break;
-			got += (size_t)r;
-		}
+		ssize_t got = read_file(f, p, n > SSIZE_MAX ? SSIZE_MAX : n,
+					off);
+		if (got < 0)
+			return -1;
 		if (MUTANT(56) || oa_mark_same(f, f->mark))
-			return (ssize_t)got;
+			return got;
 		if (upgrade(f) < 0)
 			return -1;
 	}
@@ -1041,20 +1051,7 @@ again:
 	if (!f->pending) {
 		/* Nothing pending: the committed bytes are the file's, and
 		 * the kernel knows where it ends. */
-		size_t got = 0;
-		while (got < n) {
-			ssize_t r = oa_xpread(f->tfd, p + got, n - got,
-					      off + (off_t)got);
-			if (r < 0) {
-				if (errno == EINTR)
-					continue;
-				goto out;
-			}
-			if (r == 0)
-				break;
-			got += (size_t)r;
-		}
-		ret = (ssize_t)got;
+		ret = read_file(f, p, n, off);
 		goto out;
 	}
 	if (oa_xfsize(f->tfd, &sc) < 0)
