@@ -9,7 +9,8 @@
  *    leaves it as it was.
  * 2. What voids it (M3): a mark with another mount id, boot id, inode
  *    number, mode or a bad checksum (forged from the real one) opens the
- *    long way; so does a chmod after the close and a copy with its
+ *    long way; so does a chmod after the close, an open through another
+ *    mount of the file system (a bind mount, as root) and a copy with its
  *    attributes (cp -a); the forged copy of the real mark, checksum
  *    recomputed, opens fast (the forging is right).
  * 3. No torn reads through it: readers (threads and processes) that open
@@ -29,6 +30,7 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/xattr.h>
 
 #define MARK "user.oatomic.clean"
@@ -188,6 +190,26 @@ static void test_void(void)
 	CHECK_OK(chmod(path, 0644));
 	CHECK(!opens_fast(path, O_RDONLY));
 	CHECK(opens_fast(path, O_RDONLY));
+	/* Another mount of the same file system (a bind mount: a mount id
+	 * of its own, as a mount again after a cut would have) does not
+	 * trust it: the long way, whose close marks the file for that mount
+	 * (and the first mount then takes the long way once). */
+	if (tu_is_root()) {
+		const char *bp = tu_path("bind");
+		char via[PATH_MAX];
+		CHECK_OK(mkdir(bp, 0755));
+		if (mount(tu_dir(), bp, NULL, MS_BIND, NULL) == 0) {
+			snprintf(via, sizeof(via), "%s/void", bp);
+			CHECK(!opens_fast(via, O_RDONLY));
+			CHECK(opens_fast(via, O_RDONLY));
+			CHECK(!opens_fast(path, O_RDONLY));
+			CHECK(opens_fast(path, O_RDONLY));
+			CHECK_OK(umount2(bp, MNT_DETACH));
+		} else {
+			tu_note("no bind mount (%s): not tried",
+				strerror(errno));
+		}
+	}
 	/* A copy with its attributes is another inode. */
 	CHECK(get_mark(path, real));
 	snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s'", path, copy);
