@@ -631,7 +631,7 @@ fail:
  * The open of a file that carries a valid clean mark (control.c, M1-M3) ends
  * here: no directory, home, control file or lock, and reads check the mark
  * instead of taking APPLY (oa_pread).  The first call that needs more
- * (anything but oa_pread and oa_close), or a read that finds the mark
+ * (anything but oa_pread, oa_fstat and oa_close), or a read that finds the mark
  * changed, does the rest of the open (upgrade), and reports what it
  * finds wrong (ESTALE, EPERM, ...) where the open would have.  Only for
  * oa_open and oa_open_opts of an existing file by its own name (no
@@ -1107,6 +1107,15 @@ out:
 int oa_fstat(oa_file *f, struct stat *st)
 {
 	int r;
+	if (st && f && f->fast && f->forkgen == oa_fork_gen() && !f->latched &&
+	    !f->blkdev) {
+		/* As a fast read (oa_pread): the file's, if the mark is the
+		 * same after (a program's open, fstat, read stays fast). */
+		if (oa_xfstat(f->tfd, st) == 0 && oa_mark_same(f, f->mark))
+			return 0;
+		if (upgrade(f) < 0)
+			return -1;
+	}
 	if (usable(f) < 0)
 		return -1;
 	if (!st) {

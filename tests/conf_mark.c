@@ -87,10 +87,16 @@ static void test_lifecycle(void)
 	tu_oa_pread(f, got, sizeof(got), 0);
 	CHECK(memcmp(got, buf, sizeof(buf)) == 0);
 	CHECK(oa__fast(f));
-	/* oa_fstat needs the rest of the open: done, same answers. */
+	/* oa_fstat too stays fast; oa_ioinfo needs the rest of the open:
+	 * done, the same answers after. */
 	struct stat st;
 	CHECK_OK(oa_fstat(f, &st));
+	CHECK(oa__fast(f));
+	CHECK_EQ(st.st_size, (off_t)sizeof(buf));
+	struct oa_ioinfo io = { .size = sizeof(io) };
+	CHECK_OK(oa_ioinfo(f, &io));
 	CHECK(!oa__fast(f));
+	CHECK_OK(oa_fstat(f, &st));
 	CHECK_EQ(st.st_size, (off_t)sizeof(buf));
 	tu_oa_pread(f, got, sizeof(got), 0);
 	CHECK(memcmp(got, buf, sizeof(buf)) == 0);
