@@ -649,8 +649,9 @@ static int fast_open(struct oa_file *f, const char *path, int flags)
 							   * uid, gid, ino */
 	uint64_t mnt;
 
-	if (oa_xstatx(f->tfd, mask, &sx) < 0 || (sx.stx_mask & mask) != mask ||
-	    !S_ISREG(sx.stx_mode))
+	/* and the unique mount id (oa_mount_id's, in the same call) */
+	if (oa_xstatx(f->tfd, mask | 0x4000, &sx) < 0 ||
+	    (sx.stx_mask & mask) != mask || !S_ISREG(sx.stx_mode))
 		return 2;
 	f->ino = sx.stx_ino;
 	f->dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
@@ -659,7 +660,8 @@ static int fast_open(struct oa_file *f, const char *path, int flags)
 	f->mode = sx.stx_mode & 07777;
 	if (get_igen(f) < 0)
 		return -1;
-	if (!oa_mount_id(f->tfd, &mnt) || oa_mark_get(f, mnt, f->mark) != 1)
+	mnt = sx.stx_mnt_id;
+	if (!(sx.stx_mask & 0x4000) || oa_mark_get(f, mnt, f->mark) != 1)
 		return 2;
 	f->fast_path = strdup(path);
 	if (!f->fast_path)
