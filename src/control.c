@@ -730,7 +730,6 @@ int oa_ctl_sync_locked(struct oa_file *f)
  */
 #define OA_MARK_XATTR	"user.oatomic.clean"
 #define OA_MARK_MAGIC	"OACLEAN1"
-#define OA_STATX_MNT_ID_UNIQUE 0x4000U
 
 /* The unique id of the mount FD is reached through; false where the
  * kernel has none (before Linux 6.8): then no mark is made or trusted. */
@@ -826,8 +825,8 @@ void oa_mark_clean(struct oa_file *f)
 		return;
 	/* The mode and owner as they are now (a chmod since the open). */
 	struct oa_statx sx;
-	if (oa_xstatx(f->tfd, 0x1 | 0x2 | 0x8 | 0x10, &sx) < 0 ||
-	    (sx.stx_mask & 0x1b) != 0x1b)
+	if (oa_xstatx(f->tfd, OA_STATX_OWNER, &sx) < 0 ||
+	    (sx.stx_mask & OA_STATX_OWNER) != OA_STATX_OWNER)
 		return;
 	f->mode = sx.stx_mode & 07777;
 	f->uid = sx.stx_uid;

@@ -643,14 +643,10 @@ fail:
 static int fast_open(struct oa_file *f, const char *path, int flags)
 {
 	struct oa_statx sx;
-	/* No timestamps asked: a stat that reports them makes the next
-	 * write log the inode (sys.c, oa_xstatx). */
-	unsigned mask = 0x1 | 0x2 | 0x8 | 0x10 | 0x100;   /* type, mode,
-							   * uid, gid, ino */
-	uint64_t mnt;
+	unsigned mask = OA_STATX_OWNER | OA_STATX_INO;   /* no timestamps */
 
 	/* and the unique mount id (oa_mount_id's, in the same call) */
-	if (oa_xstatx(f->tfd, mask | 0x4000, &sx) < 0 ||
+	if (oa_xstatx(f->tfd, mask | OA_STATX_MNT_ID_UNIQUE, &sx) < 0 ||
 	    (sx.stx_mask & mask) != mask || !S_ISREG(sx.stx_mode))
 		return 2;
 	f->ino = sx.stx_ino;
@@ -660,8 +656,8 @@ static int fast_open(struct oa_file *f, const char *path, int flags)
 	f->mode = sx.stx_mode & 07777;
 	if (get_igen(f) < 0)
 		return -1;
-	mnt = sx.stx_mnt_id;
-	if (!(sx.stx_mask & 0x4000) || oa_mark_get(f, mnt, f->mark) != 1)
+	if (!(sx.stx_mask & OA_STATX_MNT_ID_UNIQUE) ||
+	    oa_mark_get(f, sx.stx_mnt_id, f->mark) != 1)
 		return 2;
 	f->fast_path = strdup(path);
 	if (!f->fast_path)
@@ -960,32 +956,6 @@ static void read_unlock(struct oa_file *f)
 		oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
 }
 
-/* Committed bytes [a, b) into P: the file below the truncation point and
- * its committed size, zeros elsewhere. */
-static int read_committed(struct oa_file *f, char *p, uint64_t a, uint64_t b,
-			  uint64_t sc)
-{
-	uint64_t lim = sc;
-	if (f->has_trunc && f->t_min < lim)
-		lim = f->t_min;
-	while (a < b && a < lim) {
-		uint64_t n = (b < lim ? b : lim) - a;
-		ssize_t r = oa_xpread(f->tfd, p, (size_t)n, (off_t)a);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (r == 0)
-			break;
-		p += r;
-		a += (uint64_t)r;
-	}
-	if (a < b)
-		memset(p, 0, (size_t)(b - a));
-	return 0;
-}
-
 /* The file's bytes [OFF, OFF+N) as the kernel has them, short at its end. */
 static ssize_t read_file(struct oa_file *f, char *p, size_t n, off_t off)
 {
@@ -1005,14 +975,41 @@ static ssize_t read_file(struct oa_file *f, char *p, size_t n, off_t off)
 	return (ssize_t)got;
 }
 
+/* A handle opened on the clean mark, used by the process that opened it
+ * and not latched: oa_pread and oa_fstat can take the fast way. */
+static bool fast_ok(const struct oa_file *f)
+{
+	return f && f->fast && f->forkgen == oa_fork_gen() && !f->latched;
+}
+
+/* Committed bytes [a, b) into P: the file below the truncation point and
+ * its committed size, zeros elsewhere. */
+static int read_committed(struct oa_file *f, char *p, uint64_t a, uint64_t b,
+			  uint64_t sc)
+{
+	uint64_t lim = sc;
+	if (f->has_trunc && f->t_min < lim)
+		lim = f->t_min;
+	if (a < b && a < lim) {
+		ssize_t r = read_file(f, p, (size_t)((b < lim ? b : lim) - a),
+				      (off_t)a);
+		if (r < 0)
+			return -1;
+		p += r;
+		a += (uint64_t)r;
+	}
+	if (a < b)
+		memset(p, 0, (size_t)(b - a));
+	return 0;
+}
+
 ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 {
 	uint64_t end, pos, sc, v;
 	char *p = buf;
 	ssize_t ret = -1;
 
-	if (f && f->fast && f->forkgen == oa_fork_gen() && !f->latched &&
-	    f->acc != O_WRONLY && off >= 0) {
+	if (fast_ok(f) && f->acc != O_WRONLY && off >= 0) {
 		/* Opened on a valid clean mark: read, then look at the mark
 		 * again.  The same mark: no change of the file began before
 		 * the read ended (control.c, M2).  Otherwise the open is done in
@@ -1109,8 +1106,7 @@ out:
 int oa_fstat(oa_file *f, struct stat *st)
 {
 	int r;
-	if (st && f && f->fast && f->forkgen == oa_fork_gen() && !f->latched &&
-	    !f->blkdev) {
+	if (st && fast_ok(f)) {
 		/* As a fast read (oa_pread): the file's, if the mark is the
 		 * same after (a program's open, fstat, read stays fast). */
 		if (oa_xfstat(f->tfd, st) == 0 && oa_mark_same(f, f->mark))

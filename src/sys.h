@@ -64,6 +64,15 @@ _Static_assert(sizeof(struct oa_xfs_exchange_range) == 40,
  * struct statx predates the fields we need, so our own copy. */
 #define OA_STATX_SIZE 0x00000200U   /* STATX_SIZE */
 #define OA_STATX_TYPE 0x00000001U   /* STATX_TYPE */
+#define OA_STATX_MODE 0x00000002U   /* STATX_MODE */
+#define OA_STATX_UID  0x00000008U   /* STATX_UID */
+#define OA_STATX_GID  0x00000010U   /* STATX_GID */
+#define OA_STATX_INO  0x00000100U   /* STATX_INO */
+#define OA_STATX_MNT_ID_UNIQUE 0x00004000U   /* Linux 6.8 */
+/* type, mode and owner: what a file's identity and the clean mark need,
+ * no timestamps (sys.c, oa_xstatx: asking for them costs the next write) */
+#define OA_STATX_OWNER (OA_STATX_TYPE | OA_STATX_MODE | OA_STATX_UID | \
+			OA_STATX_GID)
 #ifndef AT_EMPTY_PATH
 #define AT_EMPTY_PATH 0x1000
 #endif
