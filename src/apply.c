@@ -45,7 +45,7 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	int r = -1;
 
 	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
-	if (oa_need_buf(f) < 0 || oa_ctl_lock(f, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
+	if (oa_need_buf(f) < 0 || oa_apply_lock(f) < 0)
 		return -1;
 	/* M2 (control.c): a commit removed the clean mark before its commit
 	 * point; a replay by another handle does it here. */
@@ -94,7 +94,7 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 		goto out;
 	r = 0;
 out:
-	oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
+	oa_apply_unlock(f);
 	return r;
 }
 

@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
@@ -274,6 +275,104 @@ void oa_ctl_unmap(struct oa_file *f)
 	if (f->live && oa_sys->munmap)
 		oa_sys->munmap(f->live, 4096);
 	f->live = NULL;
+	f->live_tried = false;
+}
+
+/*
+ * The apply generation (FORMAT.md, I17): reads of committed bytes without
+ * the APPLY lock.
+ *
+ * Every change the library makes to the file's bytes or size (an apply,
+ * recovery's replay, the exchange, the kernel method's write) is made
+ * under APPLY exclusive, between two stores to the live area's apply
+ * generation: odd from before the change begins until after it ends.  A
+ * reader that finds the generation even and no commit in flight (the
+ * dirty marker clear), reads, and finds the same generation after, read
+ * bytes that no change overlapped: what it would have read holding APPLY
+ * shared, which is one system call less on each side of every read (a
+ * SQLite transaction reads a few pages, each once).  Anything else (a
+ * change under way, a commit in flight, a dead applier's odd generation,
+ * no mapping) takes the lock, which also heals a dead committer.
+ *
+ * Where the applier has no mapping (it opened the control file clean, or
+ * mapping failed) it stores through pwrite into the same page; where no
+ * process can map (the simulator's system calls) no reader ever skips the
+ * lock and nothing is stored.  A generation left odd by a killed applier
+ * moves on to the next odd value at the next change, so that a reader
+ * never takes an old value for the same.
+ */
+static _Atomic uint64_t *agen_word(struct oa_file *f)
+{
+	return (_Atomic uint64_t *)(void *)((char *)f->live + OA_LIVE_AGEN_OFF);
+}
+
+bool oa_agen_peek(struct oa_file *f, uint64_t *gen)
+{
+	if (!f->live)
+		return false;
+	uint64_t g = atomic_load(agen_word(f));
+	uint64_t dirty = atomic_load((_Atomic uint64_t *)(void *)
+				     ((char *)f->live + 16));
+	*gen = g;
+	return !(g & 1) && dirty == 0;
+}
+
+bool oa_agen_same(struct oa_file *f, uint64_t gen)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	return MUTANT(57) || atomic_load(agen_word(f)) == gen;
+}
+
+/* Odd (BEGIN) or even again; 0, or -1 where it could not be stored. */
+static int agen_store(struct oa_file *f, bool begin)
+{
+	uint64_t g;
+	if (f->live && f->cfd_rw) {
+		g = atomic_load(agen_word(f));
+		atomic_store(agen_word(f), begin ? (g + 1) | 1 : (g | 1) + 1);
+		return 0;
+	}
+	if (!oa_sys->mmap)
+		return 0;    /* nobody maps: nobody reads without the lock */
+	unsigned char b[8];
+	ssize_t r = oa_xpread(f->cfd, b, sizeof(b),
+			      OA_LIVE_OFF + OA_LIVE_AGEN_OFF);
+	if (r == 0)
+		return 0;    /* no live area: nobody has it mapped */
+	if (r != (ssize_t)sizeof(b)) {
+		if (r >= 0)
+			errno = EIO;
+		return -1;
+	}
+	memcpy(&g, b, sizeof(g));
+	g = begin ? (g + 1) | 1 : (g | 1) + 1;
+	memcpy(b, &g, sizeof(g));
+	return oa_pwrite_full(f->cfd, b, sizeof(b),
+			      OA_LIVE_OFF + OA_LIVE_AGEN_OFF);
+}
+
+int oa_apply_lock(struct oa_file *f)
+{
+	if (oa_ctl_lock(f, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
+		return -1;
+	if (!MUTANT(58) && agen_store(f, true) < 0) {
+		int e = errno;
+		oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+void oa_apply_unlock(struct oa_file *f)
+{
+	int e = errno;
+	/* A failure leaves it odd: readers take the lock until the next
+	 * change stores it again. */
+	if (!MUTANT(58))
+		agen_store(f, false);
+	oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
+	errno = e;
 }
 
 /* A control file of ours (or any, as root) with write permission the file

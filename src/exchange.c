@@ -260,12 +260,12 @@ int oa_commit_exchange(struct oa_file *f)
 				  .file2_offset = lo, .length = hi - lo,
 				  .flags = OA_XFS_EXCHANGE_FILE1_WRITTEN |
 					   OA_XFS_EXCHANGE_DSYNC };
-	if (oa_ctl_lock(f, OA_LOCK_APPLY, F_WRLCK, 1) < 0)
+	if (oa_apply_lock(f) < 0)
 		goto fail;
 	oa_stats_flush();   /* DSYNC: the exchange is this commit's flush */
 	int xr = oa_xioctl(f->tfd, OA_XFS_IOC_EXCHANGE_RANGE, &x);
 	int e2 = errno;
-	oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
+	oa_apply_unlock(f);
 	if (xr == 0) {
 		/* The shadow now holds the old blocks: oa_txn_drop gives them
 		 * back. */

@@ -915,17 +915,35 @@ static void find_ctl(struct oa_file *f)
 	ctl_clean(f);    /* maps the live area of one in use */
 }
 
-/* Take APPLY shared, first finishing a commit whose committer died. */
-static int read_lock(struct oa_file *f)
+/* Take APPLY shared, first finishing a commit whose committer died; or,
+ * where *OPT is set and I17 allows it (control.c, oa_agen_peek), take
+ * nothing: *OPT stays set, and read_done says whether the read stands. */
+static int read_lock(struct oa_file *f, bool *opt, uint64_t *gen)
 {
 	struct oa_live l;
 	find_ctl(f);
-	if (f->cfd < 0)
+	if (f->cfd < 0) {
+		*opt = false;
 		return 0;
+	}
+	if (*opt && oa_agen_peek(f, gen))
+		return 0;
+	*opt = false;
 	for (;;) {
 		if (oa_ctl_lock(f, OA_LOCK_APPLY, F_RDLCK, 1) < 0)
 			return -1;
-		if (oa_live_read(f, &l) < 0 || l.dirty_seq == 0)
+		if (oa_live_read(f, &l) < 0)
+			return 0;
+		/* A handle that opened the control file clean has no mapping
+		 * of the live area; once a writer has put it in use (a commit
+		 * was numbered), map it, once: later reads can then go
+		 * without the lock (I17).  It stays in use while this handle
+		 * holds OPEN. */
+		if (!f->live && !f->live_tried && l.last_seq) {
+			f->live_tried = true;
+			oa_ctl_map(f);
+		}
+		if (l.dirty_seq == 0)
 			return 0;
 		if (!f->cfd_rw) {
 			/* Holding APPLY, a live committer is not half-way
@@ -954,6 +972,16 @@ static void read_unlock(struct oa_file *f)
 {
 	if (f->cfd >= 0)
 		oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
+}
+
+/* The end of a read read_lock began: false where it took no lock and a
+ * change of the file may have crossed it (read again, locked). */
+static bool read_done(struct oa_file *f, bool opt, uint64_t gen)
+{
+	if (opt)
+		return oa_agen_same(f, gen);
+	read_unlock(f);
+	return true;
 }
 
 /* The file's bytes [OFF, OFF+N) as the kernel has them, short at its end. */
@@ -1043,8 +1071,10 @@ ssize_t oa_pread(oa_file *f, void *buf, size_t n, off_t off)
 	/* A staged write is read through the journal like any other. */
 	if (oa_unstage(f) < 0)
 		return -1;
+	bool opt = true;
+	uint64_t gen = 0;
 again:
-	if (read_lock(f) < 0)
+	if (read_lock(f, &opt, &gen) < 0)
 		return -1;
 	bool unlocked = f->cfd < 0;
 	if (!f->pending) {
@@ -1091,7 +1121,10 @@ again:
 	}
 	ret = (ssize_t)(end - (uint64_t)off);
 out:
-	read_unlock(f);
+	if (!read_done(f, opt, gen) && ret >= 0) {
+		opt = false;   /* a change crossed it: again, under APPLY */
+		goto again;
+	}
 	/* Read without a lock because no writer had ever come: if one has
 	 * come meanwhile (its control file exists before its first apply), the
 	 * read may have crossed a commit.  Read again, locked. */
@@ -1122,15 +1155,23 @@ int oa_fstat(oa_file *f, struct stat *st)
 	}
 	if (oa_unstage(f) < 0)
 		return -1;
-	if (read_lock(f) < 0)
-		return -1;
-	r = oa_xfstat(f->tfd, st);
-	uint64_t cap;
-	if (r == 0 && f->blkdev && oa_xfsize(f->tfd, &cap) == 0)
-		st->st_size = (off_t)cap;   /* the size the handle sees */
-	if (r == 0 && f->pending)
-		st->st_size = (off_t)oa_view_size(f, (uint64_t)st->st_size);
-	read_unlock(f);
+	bool opt = true;
+	uint64_t gen = 0;
+	do {
+		if (read_lock(f, &opt, &gen) < 0)
+			return -1;
+		r = oa_xfstat(f->tfd, st);
+		uint64_t cap;
+		if (r == 0 && f->blkdev && oa_xfsize(f->tfd, &cap) == 0)
+			st->st_size = (off_t)cap;   /* the size the handle sees */
+		if (r == 0 && f->pending)
+			st->st_size = (off_t)oa_view_size(f,
+						(uint64_t)st->st_size);
+		if (!read_done(f, opt, gen) && r == 0)
+			opt = false;   /* again, under APPLY */
+		else
+			break;
+	} while (1);
 	return r;
 }
 

@@ -264,6 +264,10 @@ struct oa_live {
 #define OA_SEAL_DAMAGED   (-1) /* both copies garbled (not zero) */
 #define OA_LIVE_BYTES (OA_SEAL2_OFF + OA_SEAL_BYTES)
 #define OA_LIVE_FLAGS_OFF 600
+/* The apply generation (I17): a 64-bit word in host byte order at this
+ * offset of the live area's page, outside the bytes oa_live_write writes;
+ * odd while the library changes the file in place. */
+#define OA_LIVE_AGEN_OFF  2048
 #define OA_LIVE_SYNCED    1ull
 #define OA_LIVE_XHIGH     2ull
 #define OA_LIVE_CTLERR    4ull   /* a flush of the control file failed:

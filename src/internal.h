@@ -43,6 +43,8 @@ struct oa_file {
 	 * lock byte, 1 shared, 2 exclusive; 0 when oa_ctl_open sets cfd */
 	unsigned held;
 	unsigned char *live;  /* the live area, mapped shared (NULL: use I/O) */
+	bool live_tried;      /* a reader mapped it once it found it in use
+			       * (file.c, read_lock), or tried to */
 
 	char *prefix;       /* ".NAME" or ".NAME.<ino>" (journal_dir given) */
 	uint64_t ino, igen; /* identity of the file, kept in every header */
@@ -393,6 +395,15 @@ int oa_live_read(struct oa_file *f, struct oa_live *l);
  * control file back under the mapping otherwise) and the file is in use. */
 void oa_ctl_map(struct oa_file *f);
 void oa_ctl_unmap(struct oa_file *f);
+/* I17 (control.c): APPLY exclusive with the apply generation odd, for a
+ * change of the file in place; and back.  oa_apply_unlock keeps errno. */
+int oa_apply_lock(struct oa_file *f);
+void oa_apply_unlock(struct oa_file *f);
+/* A read without APPLY: true (and *GEN) where it may start - the
+ * generation even, no commit in flight, the live area mapped; after the
+ * read, oa_agen_same says whether it stands. */
+bool oa_agen_peek(struct oa_file *f, uint64_t *gen);
+bool oa_agen_same(struct oa_file *f, uint64_t gen);
 int oa_live_write(struct oa_file *f, const struct oa_live *l);
 /* This boot's id (the live area's seal); false where it cannot be known. */
 bool oa_boot_id(unsigned char out[16]);

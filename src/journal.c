@@ -267,6 +267,22 @@ int oa_journal_acquire(struct oa_file *f)
 	f->ncommit = 0;
 	f->jhdr = f->jgrow_fail = false;
 	f->jroom_max = UINT64_MAX;
+	/* The journal is started over (checkpointed, reused from its first
+	 * record) before it passes three quarters of an eighth of its size
+	 * plus the free space, and its room ahead stays within that eighth
+	 * (oa_journal_grow): a handle whose transactions other handles
+	 * commit for it (a group commit's member, which never commits on its
+	 * own, see reclaim in file.c) would otherwise append until the disk
+	 * is full - 8 such journals filled a 2 MiB tmpfs, and the next
+	 * writer's first commit failed with ENOSPC (conf_clean, under load).
+	 * On a disk with room, this is far above OA_JRNL_CKPT and changes
+	 * nothing. */
+	struct statfs sfs;
+	uint64_t jsz;
+	if (!MUTANT(53) && oa_sys->fstatfs(f->jfd, &sfs) == 0 &&
+	    oa_xfsize(f->jfd, &jsz) == 0)
+		f->jroom_max = ((uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize +
+				jsz) / 8 & ~(uint64_t)(OA_TX_ALIGN - 1);
 	f->fsize_max = getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
 		       rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : UINT64_MAX;
 	r = oa_slots_read(f->jfd, f->jbase, OA_JNL_MAGIC, &s);
@@ -560,6 +576,8 @@ void oa_journal_grow(struct oa_file *f)
 		want = OA_JRNL_INITIAL;
 	if (want > f->fsize_max)
 		want = f->fsize_max & ~(uint64_t)4095;
+	if (want > f->jroom_max && !MUTANT(53))
+		want = f->jroom_max;   /* as acquire found the space */
 	/* Room ahead saves the commit flushes an allocation; it is not
 	 * needed.  A journal grows to at most a quarter of its own size plus
 	 * the file system's free space, so that a handle that keeps

@@ -125,14 +125,14 @@ int oa_commit_kernel(struct oa_file *f)
 			goto out;
 		}
 	}
-	if (oa_ctl_lock(f, OA_LOCK_APPLY, F_WRLCK, 1) < 0) {
+	if (oa_apply_lock(f) < 0) {
 		r = -1;
 		goto out;
 	}
 	w = oa_xpwritev2(f->dio_fd, &v, 1, (off_t)f->st_off,
 			 RWF_ATOMIC | RWF_DSYNC, true);
 	int e = errno;
-	oa_ctl_lock(f, OA_LOCK_APPLY, F_UNLCK, 0);
+	oa_apply_unlock(f);
 	if (w == (ssize_t)f->st_len) {
 		oa_txn_drop(f);   /* committed */
 		r = 0;

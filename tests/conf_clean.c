@@ -286,7 +286,7 @@ static void few_commits(const char *fp)
 
 /* A full disk and a handle with room ahead: the commit gives its own room
  * back to make the blocks its apply needs.  On the 2 MiB tmpfs a handle
- * commits twenty times (its journal takes room ahead), another file fills
+ * commits three times (its journal takes room ahead), another file fills
  * the disk, then the handle commits 4 KiB that grow the file: the commit
  * works (ENOSPC before 2026-12-06, with ~400 KiB of its own zeros on the
  * disk; mutant 54). */
@@ -299,12 +299,17 @@ static void full_then_grow(const char *fp, const char *filler)
 	tu_write_file(fp, b, sizeof(b), 0644);
 	oa_file *f = oa_open(fp, O_RDWR, 0);
 	CHECK(f != NULL);
-	for (int i = 0; i < 20; i++) {
+	/* Three commits: the second takes room ahead.  (Twenty passed the
+	 * journal's start-over point, which then hid mutant 52 below.) */
+	for (int i = 0; i < 3; i++) {
 		snprintf((char *)b, sizeof(b), "commit %d", i);
 		CHECK(oa_pwrite(f, b, sizeof(b), 0) == sizeof(b));
 		CHECK_OK(oa_commit(f));
 	}
-	CHECK(tu_file_size(tu_control_path(fp)) > (256 << 10));
+	/* room ahead: up to an eighth of the free space (FORMAT.md, "Files"),
+	 * about 240 KiB here */
+	CHECKF(tu_file_size(tu_control_path(fp)) > (128 << 10), "no room "
+	       "ahead: %lld bytes", (long long)tu_file_size(tu_control_path(fp)));
 	int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	CHECK(fd >= 0);
 	memset(b, 'z', sizeof(b));
@@ -317,10 +322,29 @@ static void full_then_grow(const char *fp, const char *filler)
 	       "write: %s", strerror(errno));
 	CHECKF(oa_commit(f) == 0, "a full disk, 4 KiB growing the file, with "
 	       "room ahead of its own: commit: %s", strerror(errno));
+	/* The disk full again (the room given back taken by the other file):
+	 * the next transaction's first write finds the journal out of room,
+	 * and it starts over in the space its own checkpointed commits held
+	 * (mutant 52; the bound on room ahead, FORMAT.md "Files", keeps a
+	 * journal from reaching its end otherwise). */
+	fd = open(filler, O_WRONLY | O_APPEND);
+	CHECK(fd >= 0);
+	memset(b, 'z', sizeof(b));
+	while (write(fd, b, sizeof(b)) == sizeof(b))
+		;
+	CHECK(errno == ENOSPC);
+	close(fd);
+	for (int i = 21; i < 30; i++) {
+		snprintf((char *)b, sizeof(b), "commit %d", i);
+		CHECKF(oa_pwrite(f, b, sizeof(b), 0) == sizeof(b), "a full "
+		       "disk, commit %d: write: %s", i, strerror(errno));
+		CHECKF(oa_commit(f) == 0, "a full disk, commit %d: %s", i,
+		       strerror(errno));
+	}
 	CHECK_OK(oa_close(f));
 	fd = open(fp, O_RDONLY);
 	CHECK(fd >= 0);
-	CHECK(page_stamp(fd, 0) == 19 && page_stamp(fd, 1) == 20);
+	CHECK(page_stamp(fd, 0) == 29 && page_stamp(fd, 1) == 20);
 	close(fd);
 	unlink(filler);
 }

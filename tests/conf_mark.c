@@ -326,8 +326,11 @@ static void *reader_thread(void *arg)
 	return NULL;
 }
 
+static pid_t g_parent;
+
 static int reader_proc(void *arg)
 {
+	tu_die_with_parent(g_parent);
 	reader_loop((int)(intptr_t)arg);
 	return 0;
 }
@@ -353,6 +356,7 @@ static void test_torn(void)
 	for (i = 0; i < NTHREADS; i++)
 		CHECK_OK(pthread_create(&th[i], NULL, reader_thread,
 					(void *)(intptr_t)i));
+	g_parent = getpid();
 	for (i = 0; i < NPROCS; i++)
 		pid[i] = tu_fork(reader_proc, (void *)(intptr_t)(NTHREADS + i));
 	for (i = 0; i < NREADERS; i++)

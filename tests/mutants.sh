@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28, 30-35, 40-50, 52-56)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-35, 40-50, 52-58)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50 52 53 54 55 56}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50 52 53 54 55 56 57 58}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -73,6 +73,8 @@ declare -A what=(
 	[54]="a commit on a full disk keeps its journal's room ahead: ENOSPC where giving it back would make the apply's blocks"
 	[55]="a commit leaves the file's clean mark in place: readers opened on it read without a lock across the apply (M2)"
 	[56]="a reader opened on the clean mark does not look at it again after a read (M2)"
+	[57]="a read without the APPLY lock stands without looking at the apply generation again (I17)"
+	[58]="an apply leaves the apply generation as it was: readers without the lock cannot see it (I17)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -101,6 +103,8 @@ declare -A tests_of=(
 	[54]="conf_clean"       # a full tmpfs, a commit that grows the file
 	[55]="conf_mark"        # 55-56: readers through the clean mark
 	[56]="conf_mark"        # (src/control.c M1-M3) against one-shot writers
+	[57]="conf_visibility"  # 57-58: reads without the APPLY lock (I17),
+	[58]="conf_visibility"  # torn reads on a tmpfs, where applies are fast
 	# 45-48 (oa_commit_group, src/commit.c G1-G5): the simulator's group
 	# workload catches each first; conf_group's kill torture catches 45-47
 	# and powercut_group.sh 48 too
@@ -175,6 +179,7 @@ for m in $MUTANTS; do
 	     "$b/tests/sim_faults" "$b/tests/unit_recover" \
 	     "$b/tests/conf_recover" "$b/tests/conf_damage" "$b/tests/torture_kill" \
 	     "$b/tests/conf_clean" "$b/tests/conf_gcommit" "$b/tests/conf_mark" \
+	     "$b/tests/conf_visibility" \
 	     "$b/tests/torture_pair" "$b/tests/torture_cut" \
 	     "$b/oatomic" "$b/liboatomic-preload.so" "$b/tests/sqlite_torture" \
 	     >"$work/make$m.log" 2>&1; then

@@ -154,7 +154,7 @@ struct bench_opts {
 
 #define BENCH_WORKLOADS "small,large,many,concurrent,recovery,bulk," \
 			BENCH_EVERYDAY ",mmap,run"
-#define BENCH_EVERYDAY	"open,oneshot,replace,change,fill,frag"
+#define BENCH_EVERYDAY	"open,oneshot,replace,change,fill,frag,read"
 
 /* Run the benchmark; returns a tool exit status. */
 int bench_main(const struct bench_opts *o);

@@ -75,7 +75,8 @@
 #define EV_FRAG_FILE	(64u << 20)	/* frag: the file's size */
 #define EV_FRAG_IO	(64u << 10)	/* frag: the change */
 
-enum ev_wl { EV_OPEN, EV_ONESHOT, EV_REPLACE, EV_CHANGE, EV_FILL, EV_FRAG };
+enum ev_wl { EV_OPEN, EV_ONESHOT, EV_REPLACE, EV_CHANGE, EV_FILL, EV_FRAG,
+	     EV_READ };
 
 struct ev_point {
 	enum ev_wl wl;
@@ -109,6 +110,8 @@ struct ev_alt {
 	double left_files, left_bytes;
 	double extents;		/* frag: the file's, before the operations */
 	double cpu;		/* CPU seconds of the process in the turns */
+	oa_file *rh, *wh;	/* read: the reader's and the writer's handles */
+	int rfd;		/* read, plain: the descriptor (+1; 0: none) */
 	int failed;
 	char err[160];
 };
@@ -165,6 +168,9 @@ static int op_oatomic(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 {
 	struct oa_options opts = { .size = sizeof(opts),
 				   .method = a->oa->method };
+	if (p->wl == EV_READ)
+		return oa_pread(a->rh, a->buf, p->len, (off_t)off) ==
+		       (ssize_t)p->len ? 0 : -1;
 	oa_file *f = oa_open_opts(a->path, p->flags, 0, &opts);
 	int rc = -1, e;
 
@@ -172,6 +178,7 @@ static int op_oatomic(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 		return -1;
 	switch (p->wl) {
 	case EV_OPEN:
+	case EV_READ:
 		if (oa_pread(f, a->buf, p->len, (off_t)off) != (ssize_t)p->len)
 			goto out;
 		break;
@@ -283,6 +290,13 @@ static int op_plain(struct ev_alt *a, const struct ev_point *p, uint64_t off)
 	int fd, rc = -1, e;
 
 	switch (p->wl) {
+	case EV_READ:
+		if (pread(a->rfd - 1, a->buf, p->len, (off_t)off) ==
+		    (ssize_t)p->len)
+			return 0;
+		if (errno == 0)
+			errno = EIO;
+		return -1;
 	case EV_CHANGE:
 		return copy_change(a, p, off);
 	case EV_FRAG:
@@ -524,6 +538,40 @@ static void ev_fail(struct ev_alt *a, const char *what, long i)
 		snprintf(a->err, sizeof(a->err), "%s: %s", what, strerror(e));
 }
 
+/* read, around a turn: the handles kept open through it.  The library's:
+ * a writer's handle that commits one byte as it is (the control file in
+ * use, as beside any writer: a database's, a log's) and a reader's handle
+ * opened after it; the baseline's: a descriptor. */
+static int ev_read_open(struct ev_alt *a)
+{
+	if (!a->oa) {
+		int fd = open(a->path, O_RDONLY | O_CLOEXEC);
+		a->rfd = fd + 1;
+		return fd < 0 ? -1 : 0;
+	}
+	struct oa_options opts = { .size = sizeof(opts),
+				   .method = a->oa->method };
+	unsigned char b;
+	a->wh = oa_open_opts(a->path, O_RDWR, 0, &opts);
+	if (!a->wh || oa_pread(a->wh, &b, 1, 0) != 1 ||
+	    oa_pwrite(a->wh, &b, 1, 0) != 1 || oa_commit(a->wh) < 0)
+		return -1;
+	a->rh = oa_open_opts(a->path, O_RDONLY, 0, &opts);
+	return a->rh ? 0 : -1;
+}
+
+static void ev_read_close(struct ev_alt *a)
+{
+	if (a->rh)
+		oa_close(a->rh);
+	if (a->wh)
+		oa_close(a->wh);
+	if (a->rfd > 0)
+		close(a->rfd - 1);
+	a->rh = a->wh = NULL;
+	a->rfd = 0;
+}
+
 /* One turn of alternative A: operations FROM .. TO-1. */
 static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 		    int to)
@@ -540,6 +588,11 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 		ev_fail(a, "making the empty file", from);
 		return;
 	}
+	if (p->wl == EV_READ && ev_read_open(a) < 0) {
+		ev_fail(a, "opening the handles", from);
+		ev_read_close(a);
+		return;
+	}
 	bench_settle();
 	bench_peak_reset();
 	bench_meter_read(a->oa != NULL, &m0);
@@ -548,7 +601,7 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 		double t, dt;
 		int rc;
 
-		if (p->wl != EV_OPEN)
+		if (p->wl != EV_OPEN && p->wl != EV_READ)
 			ev_stamp(a->buf, p->len, (uint64_t)i);
 		errno = 0;
 		t = bench_now();
@@ -556,12 +609,14 @@ static void ev_turn(struct ev_alt *a, const struct ev_point *p, int from,
 		dt = bench_now() - t;
 		if (rc < 0) {
 			ev_fail(a, "operation", i);
+			ev_read_close(a);
 			return;
 		}
 		a->lat[a->n++] = dt * 1e6;
 		busy += dt;
 	}
 	bench_meter_read(a->oa != NULL, &m1);
+	ev_read_close(a);
 	a->flushes += m1.app.flushes - m0.app.flushes;
 	a->bytes += m1.app.bytes - m0.app.bytes;
 	a->io_bytes += m1.io_wbytes - m0.io_wbytes;
@@ -605,7 +660,7 @@ static void ev_row(struct bench_report *rep, const struct ev_point *p,
 {
 	struct bench_row *row = ev_row_new(rep, p, a->name);
 	double logical = (double)ev_bytes(p) * a->n;
-	int writes = p->wl != EV_OPEN;
+	int writes = p->wl != EV_OPEN && p->wl != EV_READ;
 
 	if (a->failed) {
 		row->status = "failed";
@@ -760,7 +815,7 @@ static int ev_point_run(struct bench_report *rep, struct bench_alt *const *alts,
 	}
 	for (int k = 0; k < na; k++) {
 		struct ev_alt *a = &ea[k];
-		if (!a->failed && p->wl != EV_OPEN &&
+		if (!a->failed && p->wl != EV_OPEN && p->wl != EV_READ &&
 		    ev_check(a, p, ev_off(p, (uint64_t)p->ops - 1)) < 0)
 			a->failed = 1;
 		ev_left(a, 1);	/* counted, then removed */
@@ -814,6 +869,10 @@ static const struct {
 	  "file cloned, the change written, the whole file exchanged back "
 	  "(clone-exchange); the note: the file's extents", "frag_commits",
 	  "clone-exchange" },
+	{ "read", "4 KiB oa_pread on a handle kept open beside a writer's "
+	  "open handle that has committed;\n   against pread on a descriptor "
+	  "kept open (plain); not open .. close, the read alone",
+	  "read_bytes", "plain" },
 };
 
 int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
@@ -846,11 +905,14 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 	 * them by default. */
 	p.ops = o->ops > 0 ? o->ops : p.wl == EV_CHANGE ? 20 :
 		p.wl == EV_FRAG ? 15 :
-		p.wl == EV_FILL ? (o->quick ? 3 : 5) : (o->quick ? 20 : 200);
+		p.wl == EV_FILL ? (o->quick ? 3 : 5) :
+		p.wl == EV_READ ? (o->quick ? 200 : 20000) : (o->quick ? 20 : 200);
 	p.block = p.ops >= 4 * EV_BLOCK ? EV_BLOCK :
 		  (p.ops / 4 > 0 ? p.ops / 4 : 1);
 	if (p.wl == EV_FILL)
 		p.block = 1;	/* the new file is made between turns */
+	if (p.wl == EV_READ)	/* a read is a microsecond: longer turns */
+		p.block = p.ops >= 40 ? p.ops / 20 : p.block;
 	p.mode = "-";
 	p.param = ev_kinds[p.wl].param;
 	p.flags = O_RDWR;
@@ -876,6 +938,12 @@ int bench_everyday(const struct bench_opts *o, struct bench_report *rep,
 		case EV_ONESHOT:
 			p.file_size = EV_FILE;
 			p.len = EV_IO;
+			break;
+		case EV_READ:
+			p.file_size = EV_FILE;
+			p.len = EV_IO;
+			p.flags = O_RDONLY;
+			p.mode = "O_RDONLY";
 			break;
 		case EV_REPLACE:
 			p.file_size = sizes[k];

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -636,6 +637,12 @@ pid_t tu_fork(int (*fn)(void *), void *arg)
 		_exit(rc);
 	}
 	return pid;
+}
+
+void tu_die_with_parent(pid_t parent)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(1);   /* (gone already: the signal would never come) */
 }
 
 int tu_wait(pid_t pid)

@@ -249,6 +249,10 @@ uint64_t tu_seed(void);
 pid_t tu_fork(int (*fn)(void *), void *arg);
 /* Wait for PID; returns the raw wait status. */
 int tu_wait(pid_t pid);
+/* In a child that loops until its parent tells it to stop: die with the
+ * parent PARENT (getpid() before the fork), so that a test that fails
+ * leaves no reader spinning behind it. */
+void tu_die_with_parent(pid_t parent);
 /* Run FN(ARG) in a child and wait: returns the raw wait status. */
 int tu_run_child(int (*fn)(void *), void *arg);
 /* Fail unless STATUS says "exited with 0". */
