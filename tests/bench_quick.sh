@@ -48,17 +48,18 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 	if (w == "recovery") next
 	if (!num($31)) print "cpu_us_per_commit: " $0
 	if (w == "open" || w == "oneshot" || w == "replace" || w == "change" ||
-	    w == "fill" || w == "frag") {
+	    w == "fill" || w == "frag" || w == "read") {
 		# everyday rows: per operation, against the baseline of the workload
 		if (!num($15) || $15 <= 0 || !num($19) || !num($26) || !num($27) ||
 		    !num($28) || $28 <= 0 || !num($29) || !num($30))
 			print "everyday figures: " $0
 		if ($14 < $26 || $26 < $11) print "median <= p90 <= p99: " $0
-		if (w != "open" && (!num($18) || !num($20) || $19 <= 0 || $20 < 1))
+		if (w != "open" && w != "read" &&
+		    (!num($18) || !num($20) || $19 <= 0 || $20 < 1))
 			print "everyday write counts: " $0
 		if (a ~ /^(plain|inplace|copy-rename|clone-exchange)$/ && ($28 != 1 || $29 != 0))
 			print "baseline: ratio 1, nothing left: " $0
-		if (a ~ /^oatomic-/ && w != "open" && $19 < 1)
+		if (a ~ /^oatomic-/ && w != "open" && w != "read" && $19 < 1)
 			print "oatomic commits without a flush: " $0
 		next
 	}
@@ -71,8 +72,8 @@ function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
 	if (!num($25)) print "lat_vs_inplace: " $0
 }
 END {
-	split("small large many concurrent recovery open oneshot replace change fill mmap run", wl, " ")
-	for (i = 1; i <= 12; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
+	split("small large many concurrent recovery open oneshot replace change fill mmap run read", wl, " ")
+	for (i = 1; i <= 13; i++) if (!ok[wl[i]]) print "no ok row for workload " wl[i]
 	for (k in okalt) n++
 }')
 [ -z "$bad" ] || fail "$(printf 'bad rows:\n%s' "$bad")"
@@ -115,7 +116,8 @@ grep -q '^frag,oatomic-auto,frag_commits,0,4194304,-,\(ok\|n/a\),' "$csv" ||
 for pt in "open,%s,read_bytes,4096,1048576,O_RDONLY" "open,%s,read_bytes,4096,1048576,O_RDWR" \
 	"oneshot,%s,update_bytes,4096,1048576,-" "replace,%s,content_bytes,64,64,-" \
 	"replace,%s,content_bytes,65536,65536,-" "replace,%s,content_bytes,1048576,1048576,-" \
-	"change,%s,update_bytes,4096,4194304,-" "fill,%s,txn_bytes,4194304,4194304,-"; do
+	"change,%s,update_bytes,4096,4194304,-" "fill,%s,txn_bytes,4194304,4194304,-" \
+	"read,%s,read_bytes,4096,1048576,O_RDONLY"; do
 	base=plain
 	case $pt in oneshot*|fill*) base=inplace ;; replace*|change*) base=copy-rename ;; esac
 	for a in oatomic-auto $base; do
