@@ -326,26 +326,30 @@ bool oa_agen_same(struct oa_file *f, uint64_t gen)
 /* Odd (BEGIN) or even again; 0, or -1 where it could not be stored. */
 static int agen_store(struct oa_file *f, bool begin)
 {
+	bool mapped = f->live && f->cfd_rw;
+	unsigned char b[8];
 	uint64_t g;
-	if (f->live && f->cfd_rw) {
+	if (mapped) {
 		g = atomic_load(agen_word(f));
-		atomic_store(agen_word(f), begin ? (g + 1) | 1 : (g | 1) + 1);
+	} else {
+		if (!oa_sys->mmap)
+			return 0;    /* nobody maps: nobody reads without the lock */
+		ssize_t r = oa_xpread(f->cfd, b, sizeof(b),
+				      OA_LIVE_OFF + OA_LIVE_AGEN_OFF);
+		if (r == 0)
+			return 0;    /* no live area: nobody has it mapped */
+		if (r != (ssize_t)sizeof(b)) {
+			if (r >= 0)
+				errno = EIO;
+			return -1;
+		}
+		memcpy(&g, b, sizeof(g));
+	}
+	g = begin ? (g + 1) | 1 : (g | 1) + 1;
+	if (mapped) {
+		atomic_store(agen_word(f), g);
 		return 0;
 	}
-	if (!oa_sys->mmap)
-		return 0;    /* nobody maps: nobody reads without the lock */
-	unsigned char b[8];
-	ssize_t r = oa_xpread(f->cfd, b, sizeof(b),
-			      OA_LIVE_OFF + OA_LIVE_AGEN_OFF);
-	if (r == 0)
-		return 0;    /* no live area: nobody has it mapped */
-	if (r != (ssize_t)sizeof(b)) {
-		if (r >= 0)
-			errno = EIO;
-		return -1;
-	}
-	memcpy(&g, b, sizeof(g));
-	g = begin ? (g + 1) | 1 : (g | 1) + 1;
 	memcpy(b, &g, sizeof(g));
 	return oa_pwrite_full(f->cfd, b, sizeof(b),
 			      OA_LIVE_OFF + OA_LIVE_AGEN_OFF);

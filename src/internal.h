@@ -76,7 +76,8 @@ struct oa_file {
 	uint64_t fsize_max; /* RLIMIT_FSIZE at acquire (journal writes stop
 			     * below it: EFBIG, never SIGXFSZ) */
 	uint64_t jroom_max; /* the most room ahead the file system's free
-			     * space allowed it (oa_journal_grow) */
+			     * space allows it: an eighth at acquire, a
+			     * quarter at each growth (journal.c) */
 	uint64_t gen;       /* generation (random) of the journal's records */
 	uint64_t jslot_seq; /* newest header slot written */
 	uint64_t pos;       /* next free LSN */

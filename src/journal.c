@@ -243,6 +243,20 @@ static int take_extra(struct oa_file *f, bool *fresh_out)
 	return -1;
 }
 
+/* *CAP: 1/DIV of SIZE (the journal's) plus the free space of its file
+ * system, in whole transaction alignments: what a journal may take
+ * (oa_journal_acquire, oa_journal_grow).  False where statfs fails. */
+static bool free_share(struct oa_file *f, uint64_t size, unsigned div,
+		       uint64_t *cap)
+{
+	struct statfs sfs;
+	if (oa_sys->fstatfs(f->jfd, &sfs) < 0)
+		return false;
+	*cap = ((uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize + size) / div &
+	       ~(uint64_t)(OA_TX_ALIGN - 1);
+	return true;
+}
+
 int oa_journal_acquire(struct oa_file *f)
 {
 	struct oa_slot s;
@@ -277,12 +291,9 @@ int oa_journal_acquire(struct oa_file *f)
 	 * writer's first commit failed with ENOSPC (conf_clean, under load).
 	 * On a disk with room, this is far above OA_JRNL_CKPT and changes
 	 * nothing. */
-	struct statfs sfs;
 	uint64_t jsz;
-	if (!MUTANT(53) && oa_sys->fstatfs(f->jfd, &sfs) == 0 &&
-	    oa_xfsize(f->jfd, &jsz) == 0)
-		f->jroom_max = ((uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize +
-				jsz) / 8 & ~(uint64_t)(OA_TX_ALIGN - 1);
+	if (!MUTANT(53) && oa_xfsize(f->jfd, &jsz) == 0)
+		free_share(f, jsz, 8, &f->jroom_max);
 	f->fsize_max = getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
 		       rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : UINT64_MAX;
 	r = oa_slots_read(f->jfd, f->jbase, OA_JNL_MAGIC, &s);
@@ -540,7 +551,6 @@ void oa_txn_drop(struct oa_file *f)
 void oa_journal_grow(struct oa_file *f)
 {
 	uint64_t orig, size, want;
-	struct statfs sfs;
 	/* The control file's header pages were made by ftruncate (holes):
 	 * a slot written there later (a checkpoint, a new generation) would
 	 * need a block then, which a disk the journal has filled cannot give
@@ -587,13 +597,10 @@ void oa_journal_grow(struct oa_file *f)
 	 * about 3/(N+3) of the space free.  Where the space is too short,
 	 * no more room ahead while this handle holds the journal: its
 	 * commits grow it as they go (and it starts over where they fail). */
-	if (want > size && !MUTANT(53) &&
-	    oa_sys->fstatfs(f->jfd, &sfs) == 0) {
-		uint64_t cap = ((uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize +
-				orig) / 4 & ~(uint64_t)(OA_TX_ALIGN - 1);
-		if (want > cap)
-			want = f->jroom_max = cap;
-	}
+	uint64_t cap;
+	if (want > size && !MUTANT(53) && free_share(f, orig, 4, &cap) &&
+	    want > cap)
+		want = f->jroom_max = cap;
 	if (want <= size) {
 		f->jgrow_fail = true;
 		return;
