@@ -164,62 +164,87 @@ int oa_narrow(struct oa_file *f, int fd)
 	return oa_check_safe(f, fd);
 }
 
-int oa_create_atomic(struct oa_file *f, const char *name,
-		     int (*fill)(struct oa_file *f, int fd, void *arg),
-		     void *arg)
+int oa_create_prep(struct oa_file *f,
+		   int (*fill)(struct oa_file *f, int fd, void *arg),
+		   void *arg, char tmp[OA_TMP_NAME])
 {
-	char tmp[NAME_MAX + 32], proc[64];
-	bool named = false;
-	int fd, r;
+	int fd;
 
 	/* An unnamed file first: a crash while it is being filled leaves
 	 * nothing behind.  Where O_TMPFILE is not supported, a unique
 	 * temporary name. */
+	tmp[0] = '\0';
 	fd = oa_xopenat(f->dfd, ".", O_TMPFILE | O_RDWR, 0600);
 	if (fd < 0) {
-		snprintf(tmp, sizeof(tmp), ".oatmp.%016llx",
+		snprintf(tmp, OA_TMP_NAME, ".oatmp.%016llx",
 			 (unsigned long long)oa_random64());
 		fd = oa_xopenat(f->dfd, tmp, O_RDWR | O_CREAT | O_EXCL |
 				O_NOFOLLOW, 0600);
-		if (fd < 0)
+		if (fd < 0) {
+			tmp[0] = '\0';
 			return -1;
-		named = true;
+		}
 	}
 	/* GUARANTEES.md §10: the file's owner, no wider mode than it has. */
-	if (oa_sys->fchown(fd, f->uid, f->gid) < 0 && errno != EPERM)
-		goto fail;
-	if (oa_sys->fchmod(fd, oa_aux_mode(f)) < 0)
-		goto fail;
-	if (fill(f, fd, arg) < 0)
-		goto fail;
-	/* I8: the new file's contents are durable before its name is. */
-	if (oa_xfsync(fd) < 0)
-		goto fail;
-	if (named) {
+	if ((oa_sys->fchown(fd, f->uid, f->gid) < 0 && errno != EPERM) ||
+	    oa_sys->fchmod(fd, oa_aux_mode(f)) < 0 || fill(f, fd, arg) < 0 ||
+	    /* I8: the new file's contents are durable before its name is. */
+	    oa_xfsync(fd) < 0) {
+		oa_create_drop(f, fd, tmp);
+		return -1;
+	}
+	return fd;
+}
+
+int oa_create_link(struct oa_file *f, int fd, char tmp[OA_TMP_NAME],
+		   const char *name)
+{
+	char proc[64];
+	int r;
+
+	if (tmp[0]) {
 		r = oa_sys->linkat(f->dfd, tmp, f->dfd, name, 0);
-		int e = errno;
-		oa_sys->unlinkat(f->dfd, tmp, 0);
-		errno = e;
+		if (r == 0) {
+			oa_sys->unlinkat(f->dfd, tmp, 0);
+			tmp[0] = '\0';
+		}
 	} else {
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 		r = oa_sys->linkat(AT_FDCWD, proc, f->dfd, name,
 				   AT_SYMLINK_FOLLOW);
 	}
-	if (r < 0)
-		goto fail_nounlink;
-	/* I8: ...and the name is durable before anything relies on it. */
-	if (!MUTANT(8) && oa_xfsync(f->dfd) < 0)
-		goto fail_nounlink;
-	return fd;
-fail:
-	if (named) {
-		int e = errno;
+	return r;
+}
+
+void oa_create_drop(struct oa_file *f, int fd, char tmp[OA_TMP_NAME])
+{
+	int e = errno;
+	if (tmp[0])
 		oa_sys->unlinkat(f->dfd, tmp, 0);
-		errno = e;
-	}
-fail_nounlink:
+	tmp[0] = '\0';
 	oa_xclose(fd);
-	return -1;
+	errno = e;
+}
+
+int oa_create_atomic(struct oa_file *f, const char *name,
+		     int (*fill)(struct oa_file *f, int fd, void *arg),
+		     void *arg)
+{
+	char tmp[OA_TMP_NAME];
+	int fd = oa_create_prep(f, fill, arg, tmp);
+
+	if (fd < 0)
+		return -1;
+	if (oa_create_link(f, fd, tmp, name) < 0) {
+		oa_create_drop(f, fd, tmp);
+		return -1;
+	}
+	/* I8: ...and the name is durable before anything relies on it. */
+	if (!MUTANT(8) && oa_xfsync(f->dfd) < 0) {
+		oa_xclose(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* A new control file is clean: its identity, nothing else. */

@@ -1752,6 +1752,28 @@ static bool quiet(struct oa_file *f)
 	return oa_live_read(f, &l) == 0 && l.dirty_seq == 0;
 }
 
+/* The last handle's close (OPEN exclusive): every commit durably in the
+ * file, the control file clean, the clean mark set.  0 or -1. */
+static int close_last(struct oa_file *f)
+{
+	int r = 0;
+	if (f->jfd >= 0)
+		oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
+	oa_xclose(f->jfd);
+	f->jfd = -1;
+	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) == 0) {
+		r = oa_heal_locked(f, NULL);
+		if (r == 0)
+			r = oa_clean_locked(f);
+		/* M1: the last handle leaves the clean mark, for readers to
+		 * open the file cheaply. */
+		if (r == 0)
+			oa_mark_clean(f);
+		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
+	}
+	return r;
+}
+
 int oa_close(oa_file *f)
 {
 	int r = 0;
@@ -1780,31 +1802,41 @@ int oa_close(oa_file *f)
 	 * control file clean again (oa_clean_locked), so that the next open
 	 * has nothing to do and nothing is left beside the file.  A clean
 	 * control file (a handle that only read) needs nothing. */
-	if (!f->latched && f->cfd >= 0 && f->cfd_rw && ctl_clean(f) == 0 &&
-	    oa_ctl_lock(f, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
-		if (f->jfd >= 0)
-			oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
-		oa_xclose(f->jfd);
-		f->jfd = -1;
-		if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) == 0) {
-			r = oa_heal_locked(f, NULL);
-			if (r == 0)
-				r = oa_clean_locked(f);
-			/* M1: the last handle leaves the clean mark, for
-			 * readers to open the file cheaply. */
-			if (r == 0)
+	bool can = !f->latched && f->cfd >= 0 && f->cfd_rw;
+	int clean = can ? ctl_clean(f) : 1;
+	if (clean == 0 && oa_ctl_lock(f, OA_LOCK_OPEN, F_WRLCK, 0) == 0) {
+		r = close_last(f);
+	} else {
+		if (can && mark_missing(f) &&
+		    oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 0) == 0) {
+			/* Not the last, or nothing to give back: a close puts
+			 * a missing clean mark back when no commit is in
+			 * flight (M1), so that the readers that open
+			 * meanwhile, which hold OPEN and take the long way,
+			 * do not keep it away for good. */
+			if (quiet(f))
 				oa_mark_clean(f);
 			oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
 		}
-	} else if (!f->latched && f->cfd >= 0 && f->cfd_rw && mark_missing(f) &&
-		   oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 0) == 0) {
-		/* Not the last, or nothing to give back: a close puts a
-		 * missing clean mark back when no commit is in flight (M1),
-		 * so that the readers that open meanwhile, which hold OPEN
-		 * and take the long way, do not keep it away for good. */
-		if (quiet(f))
-			oa_mark_clean(f);
-		oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
+		/* Handles that close at the same moment each find the
+		 * others' OPEN and none would be the last: the journals and
+		 * the control file in use were left beside the file (8
+		 * threads closing together: 7 extra journals).  So let OPEN
+		 * go - this handle's journal and mapping first, which the
+		 * last one removes and cuts away - and ask again: of the
+		 * closers that end together, the one that lets go last finds
+		 * nobody and finishes for all. */
+		if (clean == 0) {
+			if (f->jfd >= 0)
+				oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
+			oa_xclose(f->jfd);
+			f->jfd = -1;
+			oa_ctl_unmap(f);
+			oa_ctl_lock(f, OA_LOCK_OPEN, F_UNLCK, 0);
+			if (oa_ctl_lock(f, OA_LOCK_OPEN, F_WRLCK, 0) == 0 &&
+			    ctl_clean(f) == 0)
+				r = close_last(f);
+		}
 	}
 	int e = errno;
 	oa_handle_free(f);

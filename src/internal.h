@@ -434,10 +434,25 @@ int oa_check_safe(struct oa_file *f, int fd);
  * before, and whose contents are trusted by other means. */
 int oa_narrow(struct oa_file *f, int fd);
 /* Create a file in f->dfd atomically: written by FILL in a temporary, then
- * linked under NAME (fails with EEXIST if it appeared meanwhile). */
+ * linked under NAME (fails with EEXIST if it appeared meanwhile), and the
+ * directory flushed (I8). */
 int oa_create_atomic(struct oa_file *f, const char *name,
 		     int (*fill)(struct oa_file *f, int fd, void *arg),
 		     void *arg);
+/* The same in steps: oa_create_prep makes the unnamed file (O_TMPFILE, or
+ * a unique temporary name left in TMP where that is not supported), with
+ * the file's owner and no wider mode, filled by FILL and flushed (I8: its
+ * contents are durable before it has a name): its descriptor, or -1.
+ * oa_create_link gives it NAME (-1 with EEXIST where NAME exists: it stays
+ * unnamed, for another name); the caller flushes the directory before
+ * anything relies on the name.  oa_create_drop closes one never named. */
+#define OA_TMP_NAME 32
+int oa_create_prep(struct oa_file *f,
+		   int (*fill)(struct oa_file *f, int fd, void *arg),
+		   void *arg, char tmp[OA_TMP_NAME]);
+int oa_create_link(struct oa_file *f, int fd, char tmp[OA_TMP_NAME],
+		   const char *name);
+void oa_create_drop(struct oa_file *f, int fd, char tmp[OA_TMP_NAME]);
 
 /* ---- method.c: which method a handle uses ---- */
 #define OA_STAGE_MAX (1u << 20)

@@ -178,39 +178,67 @@ static int take_j0(struct oa_file *f)
 }
 
 /* Take an extra journal file, .NAME.oaj-K (K >= 1), making one if none is
- * free.  0 or -1. */
+ * free.  0 or -1.
+ *
+ * A new journal is made (filled and flushed, unnamed) before JMAKE and
+ * named under it at the first free K: writers that start together make
+ * theirs at the same time, and their flushes overlap (one file-system
+ * commit for several on ext4), where making them one after another under
+ * the lock cost a fill and two flushes each in turn (8 writers: the last
+ * waited some 20 ms for its journal).  Nothing made is thrown away: a
+ * number taken meanwhile only sends it to the next.  It is owned (OWNER)
+ * before it has a name, so nobody else can take it; its name is made
+ * durable after JMAKE is let go, before this handle's first commit relies
+ * on it (I8), and anyone who finds it by name meanwhile cannot own it. */
 static int take_extra(struct oa_file *f, bool *fresh_out)
 {
-	char name[NAME_MAX + 1];
-	int fd;
+	char name[NAME_MAX + 1], tmp[OA_TMP_NAME];
+	int fd, made = -1;   /* made ahead, not yet named */
 
 	for (int k = 1; k < 4096; k++) {
 		bool fresh = false;
 		if (oa_name(f, name, sizeof(name), OA_NAME_JNL, k) < 0)
-			return -1;
+			goto fail;
 		fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
 		if (fd < 0 && errno == ENOENT) {
-			/* One maker at a time (JMAKE): writers that start
-			 * together would each make and flush a journal and all
-			 * but one throw theirs away when its link finds the
-			 * name taken, a waste that grew with the square of the
-			 * writers.  The lock's holder looks again first. */
+			if (made < 0) {
+				made = oa_create_prep(f, fill_jnl, NULL, tmp);
+				if (made < 0)
+					return -1;
+				if (oa_lock(made, OA_LOCK_OWNER, F_WRLCK, 0) < 0)
+					goto fail;
+			}
+			/* One namer at a time (JMAKE), who looks again
+			 * first. */
 			if (oa_ctl_lock(f, OA_LOCK_JMAKE, F_WRLCK, 1) < 0)
-				return -1;
+				goto fail;
 			fd = oa_xopenat(f->dfd, name, O_RDWR | O_NOFOLLOW, 0);
-			if (fd < 0 && errno == ENOENT) {
-				fd = oa_create_atomic(f, name, fill_jnl, NULL);
-				fresh = fd >= 0;   /* its name is durable (I8) */
+			if (fd < 0 && errno == ENOENT &&
+			    oa_create_link(f, made, tmp, name) == 0) {
+				fd = made;
+				made = -1;
+				fresh = true;
 			}
 			int e = errno;
 			oa_ctl_lock(f, OA_LOCK_JMAKE, F_UNLCK, 0);
 			errno = e;
+			if (fresh) {
+				/* I8: the name is durable before anything
+				 * relies on it; a failure leaves a journal
+				 * nobody owns, found by name later and made
+				 * durable then. */
+				if (!MUTANT(8) && oa_xfsync(f->dfd) < 0) {
+					oa_xclose(fd);
+					return -1;
+				}
+				goto got;
+			}
 			if (fd < 0 && errno == EEXIST) {
 				k--;   /* made without the lock (an older
 					* library): look again */
 				continue;
 			}
-			if (fd >= 0 && !fresh && oa_check_safe(f, fd) < 0 &&
+			if (fd >= 0 && oa_check_safe(f, fd) < 0 &&
 			    (errno != EPERM || oa_narrow(f, fd) < 0)) {
 				oa_xclose(fd);
 				continue;
@@ -224,13 +252,16 @@ static int take_extra(struct oa_file *f, bool *fresh_out)
 			continue;
 		}
 		if (fd < 0)
-			return -1;
+			goto fail;
 		if (oa_lock(fd, OA_LOCK_OWNER, F_WRLCK, 0) < 0) {
 			oa_xclose(fd);
 			if (errno == EAGAIN)
 				continue;   /* another handle's journal */
-			return -1;
+			goto fail;
 		}
+got:
+		if (made >= 0)   /* a free journal was found after all */
+			oa_create_drop(f, made, tmp);
 		f->jfd = fd;
 		f->jidx = k;
 		f->jbase = 0;
@@ -240,6 +271,9 @@ static int take_extra(struct oa_file *f, bool *fresh_out)
 		return 0;
 	}
 	errno = EMFILE;
+fail:
+	if (made >= 0)
+		oa_create_drop(f, made, tmp);
 	return -1;
 }
 
