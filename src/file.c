@@ -1757,10 +1757,7 @@ static bool quiet(struct oa_file *f)
 static int close_last(struct oa_file *f)
 {
 	int r = 0;
-	if (f->jfd >= 0)
-		oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
-	oa_xclose(f->jfd);
-	f->jfd = -1;
+	oa_journal_release(f);
 	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) == 0) {
 		r = oa_heal_locked(f, NULL);
 		if (r == 0)
@@ -1827,10 +1824,7 @@ int oa_close(oa_file *f)
 		 * closers that end together, the one that lets go last finds
 		 * nobody and finishes for all. */
 		if (clean == 0) {
-			if (f->jfd >= 0)
-				oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
-			oa_xclose(f->jfd);
-			f->jfd = -1;
+			oa_journal_release(f);
 			oa_ctl_unmap(f);
 			oa_ctl_lock(f, OA_LOCK_OPEN, F_UNLCK, 0);
 			if (oa_ctl_lock(f, OA_LOCK_OPEN, F_WRLCK, 0) == 0 &&

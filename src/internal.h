@@ -606,6 +606,8 @@ static inline int oa_ext_fd(const struct oa_file *f, const struct oa_ext *e,
 	return (e->joff & OA_SHADOW) ? f->sfd : f->jfd;
 }
 int oa_journal_acquire(struct oa_file *f);
+/* Let the handle's journal go (its OWNER lock, its descriptor), if any. */
+void oa_journal_release(struct oa_file *f);
 int oa_journal_reset(struct oa_file *f);
 /* Start the handle's journal over (I6, I12).  Caller holds COMMIT and has
  * healed. */

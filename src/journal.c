@@ -356,10 +356,16 @@ int oa_journal_acquire(struct oa_file *f)
 		goto fail;
 	return 0;
 fail:
-	oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
+	oa_journal_release(f);
+	return -1;
+}
+
+void oa_journal_release(struct oa_file *f)
+{
+	if (f->jfd >= 0)
+		oa_lock(f->jfd, f->jlock, F_UNLCK, 0);
 	oa_xclose(f->jfd);
 	f->jfd = -1;
-	return -1;
 }
 
 /* Write the header of the open data record (its payload is already out). */
