@@ -149,6 +149,7 @@ struct cstate {
 	struct oa_commit_hdr ch;
 	unsigned char *rec;
 	uint64_t body, seq, lsn, fsize;
+	struct oa_xp_batch *xp;   /* other processes' commits merged in */
 };
 
 static int stage_rec(struct cstate *c, uint64_t glen)
@@ -247,11 +248,15 @@ static int write_rec(struct cstate *c)
 	 * grow within a generation. */
 	f->jcommit_end = oa_align_up(c->lsn + OA_REC_HDR + c->body,
 				     OA_REC_ALIGN);
+	/* X4 (xcommit.c): the members know the batch's seq first. */
+	if (c->xp)
+		oa_xp_seq(f, c->xp, c->seq);
 	/* I10: mark the commit in flight before its record exists. */
 	c->l.last_seq = c->seq;
 	c->l.dirty_seq = c->seq;
 	if (oa_live_write(f, &c->l) < 0)
 		return -1;
+	oa_killpoint(OA_KP_MARKED);
 	if (oa_pwrite_full(f->jfd, rec, OA_REC_HDR + c->body,
 			   (off_t)c->lsn) < 0) {
 		/* Not flushed: a partial record fails its CRC (I1), and a
@@ -315,6 +320,9 @@ static int flush_rec(struct cstate *c, bool *revoked)
 		*revoked = false;
 	if (fr < 0 && !MUTANT(7)) {
 		unsigned char zero[OA_REC_HDR] = { 0 };
+		/* X6: members merged in latch before anything is revoked */
+		if (c->xp)
+			oa_xp_end(f, c->xp, OA_XS_EIO);
 		/* I9: cannot tell whether the record is durable.  Revoke it if
 		 * the disk lets us; latch the handle either way. */
 		f->latched = true;
@@ -404,17 +412,40 @@ static int finish(struct cstate *c)
 int oa_commit_journal(struct oa_file *f)
 {
 	struct cstate c = { .f = f };
-	int r = -1;
+	struct oa_xp_batch b;
+	bool applied = false;
+	int r = -1, x;
 
 	if (stage_rec(&c, 0) < 0)
 		goto out;
-	if (oa_commit_begin(f, &c.l, &c.fsize) < 0)
+	/* COMMIT; or, where another process holds it, a place in its next
+	 * batch (xcommit.c) */
+	x = oa_xp_begin(f, &c.l, &c.fsize, &b);
+	if (x != 0) {
+		r = x > 0 ? 0 : -1;
 		goto out;
+	}
+	if (b.n) {
+		/* other processes' commits joined: the record covers them */
+		free(c.rec);
+		c.rec = NULL;
+		c.xp = &b;
+		if (stage_rec(&c, 0) < 0)
+			goto end;
+	}
 	/* M2 (control.c): no clean mark from here on, before the commit
 	 * point, under COMMIT (which a close that sets one must hold). */
 	if (oa_unmark(f) == 0 && write_rec(&c) == 0 &&
-	    flush_rec(&c, NULL) == 0 && ack_apply(&c) == 0)
+	    flush_rec(&c, NULL) == 0 && ack_apply(&c) == 0) {
+		/* X2: durable and applied; the members learn it while the
+		 * dirty marker still stands (X4) */
+		applied = true;
+		oa_xp_end(f, &b, OA_XS_OK);
 		r = finish(&c);
+	}
+end:
+	oa_xp_end(f, &b, applied ? OA_XS_OK
+				 : f->latched ? OA_XS_EIO : OA_XS_SELF);
 	oa_commit_end(f);
 out:
 	free(c.rec);

@@ -11,7 +11,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -301,6 +303,62 @@ void oa_ctl_unmap(struct oa_file *f)
 		oa_sys->munmap(f->live, 4096);
 	f->live = NULL;
 	f->live_tried = false;
+}
+
+/*
+ * Slots of commits waiting to share a flush (xcommit.c, X1-X6).  Here only
+ * what recovery and the end of a commit need, below them: settling the
+ * slots a dead leader took, and waking the next owner to lead.
+ */
+struct oa_xslot *oa_xp_slot(struct oa_file *f, int i)
+{
+	if (!f->live || !f->cfd_rw || i < 0 || i >= OA_XP_SLOTS)
+		return NULL;
+	return (struct oa_xslot *)(void *)((char *)f->live + OA_XP_OFF +
+					   (size_t)i * OA_XP_SLOT);
+}
+
+struct oa_xhdr *oa_xp_hdr(struct oa_file *f)
+{
+	if (!f->live || !f->cfd_rw)
+		return NULL;
+	return (struct oa_xhdr *)(void *)((char *)f->live + OA_XP_HDR_OFF);
+}
+
+void oa_xp_wake(struct oa_xslot *s)
+{
+	/* a shared futex: the waiter may be another process mapping the
+	 * same page of the control file */
+	syscall(SYS_futex, (uint32_t *)&s->state, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void oa_xp_orphans(struct oa_file *f, uint64_t seq, bool committed)
+{
+	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
+	for (int i = 0; i < OA_XP_SLOTS; i++) {
+		struct oa_xslot *s = oa_xp_slot(f, i);
+		if (!s || atomic_load(&s->state) != OA_XS_TAKEN)
+			continue;
+		/* X5: taken by a leader that is gone (whoever holds COMMIT
+		 * sees no live leader's slots) */
+		bool ok = MUTANT(59) ||
+			  (committed && seq && atomic_load(&s->seq) == seq);
+		atomic_store(&s->state, ok ? OA_XS_OK : OA_XS_SELF);
+		oa_xp_wake(s);
+	}
+}
+
+void oa_xp_kick(struct oa_file *f)
+{
+	for (int i = 0; i < OA_XP_SLOTS; i++) {
+		struct oa_xslot *s = oa_xp_slot(f, i);
+		if (!s)
+			return;
+		if (atomic_load(&s->state) == OA_XS_PUB) {
+			oa_xp_wake(s);
+			return;
+		}
+	}
 }
 
 /*

@@ -268,6 +268,23 @@ struct oa_live {
  * offset of the live area's page, outside the bytes oa_live_write writes;
  * odd while the library changes the file in place. */
 #define OA_LIVE_AGEN_OFF  2048
+/* Commits of several processes that share one flush (xcommit.c): slots
+ * in the live area's page, beyond the apply generation and outside the
+ * bytes oa_live_write writes.  Not durable state, like the rest of the
+ * page: a slot is its owner's while the owner holds the control file's
+ * lock byte OA_LOCK_XP0 + i, and nobody's otherwise, whatever it holds. */
+#define OA_XP_HDR_OFF     2112   /* u32 arrivals (a futex word), u32 a
+				  * leader waits for arrivals, u32 the
+				  * last batch's commits */
+#define OA_XP_OFF         2176
+#define OA_XP_SLOTS       8
+#define OA_XP_SLOT        240
+#define OA_XP_OPS         9
+#define OA_LOCK_XP0       8      /* control: slot i's owner, byte 8 + i */
+/* A slot's state, the 32-bit word at its offset 0 (host byte order):
+ * free; published (its owner waits); taken by a leader; and the outcomes
+ * the leader (or whoever finds the leader dead) writes. */
+enum { OA_XS_FREE, OA_XS_PUB, OA_XS_TAKEN, OA_XS_OK, OA_XS_SELF, OA_XS_EIO };
 #define OA_LIVE_SYNCED    1ull
 #define OA_LIVE_XHIGH     2ull
 #define OA_LIVE_CTLERR    4ull   /* a flush of the control file failed:

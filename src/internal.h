@@ -170,6 +170,10 @@ struct oa_file {
 	struct oa_gc *gc;   /* group commit (gcommit.c): the file's entry in
 			     * this process, once the handle committed */
 	bool gc_off;        /* never batched: a combiner itself */
+	/* recovery's answer for oa_heal_locked: was commit xp_probe among
+	 * the complete ones it found (xcommit.c) */
+	uint64_t xp_probe;
+	bool xp_found;
 };
 
 /*
@@ -406,6 +410,35 @@ void oa_apply_unlock(struct oa_file *f);
 bool oa_agen_peek(struct oa_file *f, uint64_t *gen);
 bool oa_agen_same(struct oa_file *f, uint64_t gen);
 int oa_live_write(struct oa_file *f, const struct oa_live *l);
+/* A slot of the live area (format.h, OA_XP_*; xcommit.c).  state is the
+ * futex word its owner sleeps on. */
+struct oa_xslot {
+	_Atomic uint32_t state;  /* OA_XS_* */
+	uint32_t nops;
+	_Atomic uint64_t seq;    /* the batch's seq, set before its marker */
+	uint32_t jidx, pad;      /* the owner's journal */
+	struct { uint64_t off, len, joff; } op[OA_XP_OPS];
+};
+struct oa_xhdr {
+	_Atomic uint32_t arrivals, gathering, last;
+};
+_Static_assert(sizeof(struct oa_xslot) <= OA_XP_SLOT, "xp slot");
+_Static_assert(OA_XP_HDR_OFF >= OA_LIVE_AGEN_OFF + 8 &&
+	       OA_XP_HDR_OFF + sizeof(struct oa_xhdr) <= OA_XP_OFF, "xp hdr");
+_Static_assert(OA_XP_OFF + OA_XP_SLOTS * OA_XP_SLOT <= 4096, "xp slots");
+_Static_assert(OA_XP_OFF >= OA_LIVE_AGEN_OFF + 8 &&
+	       OA_XP_OFF >= OA_LIVE_BYTES, "xp slots overlap");
+/* Slot I of F's live area (F maps it writable), NULL otherwise. */
+struct oa_xslot *oa_xp_slot(struct oa_file *f, int i);
+struct oa_xhdr *oa_xp_hdr(struct oa_file *f);
+void oa_xp_wake(struct oa_xslot *s);
+/* Under COMMIT, after a dead committer's recovery (or finding one gone
+ * before its marker): every slot a dead leader took is settled - OK if
+ * its batch was commit SEQ and COMMITTED says recovery found it complete,
+ * SELF otherwise - and its owner woken. */
+void oa_xp_orphans(struct oa_file *f, uint64_t seq, bool committed);
+/* After COMMIT is let go: wake one owner waiting to lead. */
+void oa_xp_kick(struct oa_file *f);
 /* This boot's id (the live area's seal); false where it cannot be known. */
 bool oa_boot_id(unsigned char out[16]);
 /* Durable checkpoint record: every commit with seq <= CKPT is durable in the
@@ -506,6 +539,27 @@ int oa_checkpoint_flushed_locked(struct oa_file *f);
  * clean length.  Caller holds OPEN exclusive and COMMIT, and has healed. */
 int oa_clean_locked(struct oa_file *f);
 
+/* ---- xcommit.c: commits of several processes share a flush ---- */
+/* The members a leader took (X1-X6 there), on the leader's stack. */
+struct oa_xp_batch {
+	int n;
+	unsigned char slot[OA_XP_SLOTS];
+	struct oa_index *saved;   /* the leader's own extents, to restore */
+	uint64_t saved_bytes;
+};
+/* COMMIT for F's journal commit (its record staged: no open record),
+ * healed, L and FSIZE as oa_commit_begin gives them; other processes'
+ * waiting commits merged into F's transaction (B).  0: COMMIT held, the
+ * caller commits and ends with oa_xp_end then oa_commit_end; 1: a batch
+ * committed F's transaction (dropped); -1 with errno. */
+int oa_xp_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize,
+		struct oa_xp_batch *b);
+/* The batch's seq, before the commit's dirty marker (X4). */
+void oa_xp_seq(struct oa_file *f, struct oa_xp_batch *b, uint64_t seq);
+/* The members' outcome (OA_XS_OK, SELF or EIO), before COMMIT is let go;
+ * unless OK, F's own transaction is as it was before the merge. */
+void oa_xp_end(struct oa_file *f, struct oa_xp_batch *b, uint32_t st);
+
 /* ---- recover.c ---- */
 /* Finish or discard what crashed commits left behind: replay, in sequence
  * order, every committed transaction newer than the checkpoint, from every
@@ -527,6 +581,9 @@ int oa_heal_locked(struct oa_file *f, struct oa_live *lp);
  * file's size into FSIZE (each NULL: not needed).  0 with COMMIT held; -1
  * without. */
 int oa_commit_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize);
+/* The same, with COMMIT taken already; on failure it is let go. */
+int oa_commit_begin_locked(struct oa_file *f, struct oa_live *l,
+			   uint64_t *fsize);
 /* ... and ends by releasing COMMIT. */
 void oa_commit_end(struct oa_file *f);
 /* oatomic check on an open handle F of PATH: findings to OUT; 0 clean, 1

@@ -104,8 +104,17 @@ int oa_commit_kernel(struct oa_file *f)
 		f->may_kernel = false;
 		return 1;
 	}
-	if (oa_commit_begin(f, &l, &fsize) < 0)
+	/* Under AUTO, a commit that finds COMMIT taken goes to the journal,
+	 * where commits waiting together share one flush (xcommit.c); this
+	 * method's write is a flush of its own, one commit after the other. */
+	if (f->method != OA_METHOD_KERNEL) {
+		if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 0) < 0)
+			return errno == EAGAIN ? 1 : -1;
+		if (oa_commit_begin_locked(f, &l, &fsize) < 0)
+			return -1;
+	} else if (oa_commit_begin(f, &l, &fsize) < 0) {
 		return -1;
+	}
 	if (oa_unmark(f) < 0) {   /* M2 (control.c), under COMMIT */
 		r = -1;
 		goto out;

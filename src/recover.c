@@ -1278,6 +1278,9 @@ int oa_recover_locked(struct oa_file *f)
 		goto out_say;
 	if (S.nacc && oa_target_writable(f) < 0)
 		goto out;
+	for (size_t i = 0; f->xp_probe && i < S.nacc; i++)
+		if (S.acc[i].seq == f->xp_probe)
+			f->xp_found = true;   /* oa_heal_locked */
 	if (S.nacc)
 		oa_method_replay(f);
 	for (size_t i = 0; i < S.nacc; i++)
@@ -1348,9 +1351,18 @@ int oa_heal_locked(struct oa_file *f, struct oa_live *lp)
 		return -1;
 	if (lp->dirty_seq == 0 || MUTANT(6))
 		return 0;
-	/* We hold COMMIT, so whoever set the marker is gone (I10). */
-	if (oa_target_writable(f) < 0 || oa_recover_locked(f) < 0)
+	/* We hold COMMIT, so whoever set the marker is gone (I10).  If it
+	 * led a batch of other processes' commits, recovery says whether the
+	 * batch is in, and its members learn it (xcommit.c, X5). */
+	uint64_t d = lp->dirty_seq;
+	f->xp_probe = d;
+	f->xp_found = false;
+	if (oa_target_writable(f) < 0 || oa_recover_locked(f) < 0) {
+		f->xp_probe = 0;
 		return -1;
+	}
+	f->xp_probe = 0;
+	oa_xp_orphans(f, d, f->xp_found);
 	return oa_live_read(f, lp);
 }
 
@@ -1360,6 +1372,12 @@ int oa_commit_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize)
 {
 	if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 1) < 0)
 		return -1;
+	return oa_commit_begin_locked(f, l, fsize);
+}
+
+int oa_commit_begin_locked(struct oa_file *f, struct oa_live *l,
+			   uint64_t *fsize)
+{
 	if (oa_heal_locked(f, l) < 0 ||
 	    (fsize && oa_xfsize(f->tfd, fsize) < 0)) {
 		int e = errno;
@@ -1373,6 +1391,7 @@ int oa_commit_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize)
 void oa_commit_end(struct oa_file *f)
 {
 	oa_ctl_lock(f, OA_LOCK_COMMIT, F_UNLCK, 0);
+	oa_xp_kick(f);   /* a commit waiting to lead the next batch */
 }
 
 int oa_needs_recovery(struct oa_file *f)

@@ -99,7 +99,8 @@ const struct oa_sysops oa_sys_linux = {
 
 const struct oa_sysops *oa_sys = &oa_sys_linux;
 
-static _Atomic uint64_t st_flushes, st_bytes_written, st_writes, st_bytes_read;
+static _Atomic uint64_t st_flushes, st_bytes_written, st_writes, st_bytes_read,
+	st_xp_batches, st_xp_members;
 
 const struct oa_sysops *oa__set_sysops(const struct oa_sysops *ops)
 {
@@ -114,11 +115,14 @@ void oa__stats_get(struct oa_stats *out)
 	out->bytes_written = st_bytes_written;
 	out->writes = st_writes;
 	out->bytes_read = st_bytes_read;
+	out->xp_batches = st_xp_batches;
+	out->xp_members = st_xp_members;
 }
 
 void oa__stats_reset(void)
 {
 	st_flushes = st_bytes_written = st_writes = st_bytes_read = 0;
+	st_xp_batches = st_xp_members = 0;
 }
 
 /*
@@ -184,6 +188,12 @@ ssize_t oa_xpwrite(int fd, const void *buf, size_t n, off_t off)
 void oa_stats_flush(void)
 {
 	st_flushes++;
+}
+
+void oa_stats_xp(uint64_t members)
+{
+	st_xp_batches++;
+	st_xp_members += members;
 }
 
 ssize_t oa_xpwritev2(int fd, const struct iovec *iov, int cnt, off_t off,

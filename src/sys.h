@@ -202,6 +202,9 @@ struct oa_stats {
 	uint64_t bytes_written;  /* bytes passed to pwrite/pwritev */
 	uint64_t writes;         /* pwrite/pwritev calls */
 	uint64_t bytes_read;
+	uint64_t xp_batches;     /* batches this process led with other
+				  * processes' commits in them (xcommit.c) */
+	uint64_t xp_members;     /* other processes' commits they carried */
 };
 
 /* The process's fork generation: a handle opened in another generation
@@ -222,6 +225,7 @@ ssize_t oa_xpwritev2(int fd, const struct iovec *iov, int cnt, off_t off,
 /* Count a flush that a call with a sync flag makes (an exchange with
  * DSYNC). */
 void oa_stats_flush(void);
+void oa_stats_xp(uint64_t members);
 /* Whole-buffer loops: return 0, or -1 with errno (EIO for an unexpected
  * end of file on read). */
 int oa_pread_full(int fd, void *buf, size_t n, off_t off);
@@ -288,5 +292,8 @@ void oa_killpoint(int point);
 				   * durable (the commit point), nothing
 				   * applied */
 #define OA_KP_GROUP_SETTLED    9  /* group: a member checkpointed */
+#define OA_KP_XP_TAKEN        10  /* a leader merged other processes'
+				   * commits, nothing written (xcommit.c) */
+#define OA_KP_MARKED          11  /* dirty marker set, no commit record */
 
 #endif /* OA_SYS_H */

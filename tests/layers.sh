@@ -22,7 +22,7 @@ command -v nm >/dev/null || { echo "SKIP: nm not installed"; exit 77; }
 [ -d "$OBJ" ] || { echo "SKIP: $OBJ not built"; exit 77; }
 
 LAYERS="sys crc32c index record ioinfo control method clone apply checkpoint
-	recover home journal commit kernel exchange map gcommit file"
+	recover home journal xcommit commit kernel exchange map gcommit file"
 
 declare -A rank
 i=0
