@@ -174,6 +174,10 @@ struct oa_file {
 	 * the complete ones it found (xcommit.c) */
 	uint64_t xp_probe;
 	bool xp_found;
+	/* a leader's descriptors of other handles' journals (xcommit.c):
+	 * journal K, its inode, the descriptor + 1 (0: none) */
+	struct { uint32_t k; uint64_t ino; int fd1; } xpj[OA_XP_SLOTS];
+	unsigned xpj_next;
 };
 
 /*
@@ -414,9 +418,9 @@ int oa_live_write(struct oa_file *f, const struct oa_live *l);
  * futex word its owner sleeps on. */
 struct oa_xslot {
 	_Atomic uint32_t state;  /* OA_XS_* */
-	uint32_t nops;
+	uint16_t nops, jidx;     /* its extents; the owner's journal */
 	_Atomic uint64_t seq;    /* the batch's seq, set before its marker */
-	uint32_t jidx, pad;      /* the owner's journal */
+	uint64_t jino;           /* its journal's inode (journal 0: 0) */
 	struct { uint64_t off, len, joff; } op[OA_XP_OPS];
 };
 struct oa_xhdr {
@@ -559,6 +563,8 @@ void oa_xp_seq(struct oa_file *f, struct oa_xp_batch *b, uint64_t seq);
 /* The members' outcome (OA_XS_OK, SELF or EIO), before COMMIT is let go;
  * unless OK, F's own transaction is as it was before the merge. */
 void oa_xp_end(struct oa_file *f, struct oa_xp_batch *b, uint32_t st);
+/* Close the journals a leader kept open (the handle is going). */
+void oa_xp_forget(struct oa_file *f);
 
 /* ---- recover.c ---- */
 /* Finish or discard what crashed commits left behind: replay, in sequence

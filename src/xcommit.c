@@ -64,6 +64,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -138,8 +139,11 @@ static void publish(struct oa_file *f, int i)
 		s->op[n].joff = e.joff;
 		n++;
 	}
-	s->nops = n;
-	s->jidx = (uint32_t)f->jidx;
+	struct stat st;
+	s->nops = (uint16_t)n;
+	s->jidx = (uint16_t)f->jidx;
+	s->jino = f->jidx == 0 || oa_sys->fstat(f->jfd, &st) < 0
+			  ? 0 : (uint64_t)st.st_ino;
 	atomic_store(&s->seq, 0);
 	atomic_store(&s->state, OA_XS_PUB);   /* (seq_cst: after the fields) */
 	struct oa_xhdr *h = oa_xp_hdr(f);
@@ -199,23 +203,60 @@ static void settle(struct oa_file *f, struct oa_xp_batch *b, uint32_t st)
 
 #define XP_BUF (1u << 16)
 
+/* A descriptor of slot S's journal: journal 0 is the control file; an
+ * extra journal is opened by its name once and kept (the leader commits
+ * again and again with the same members), and must be the inode its
+ * owner published. */
+static int journal_fd(struct oa_file *f, const struct oa_xslot *s)
+{
+	char name[NAME_MAX + 1];
+	struct stat st;
+	unsigned i;
+	int fd;
+	if (s->jidx == 0)
+		return f->cfd;
+	for (i = 0; i < OA_XP_SLOTS; i++)
+		if (f->xpj[i].fd1 && f->xpj[i].k == s->jidx &&
+		    f->xpj[i].ino == s->jino)
+			return f->xpj[i].fd1 - 1;
+	if (oa_name(f, name, sizeof(name), OA_NAME_JNL, (int)s->jidx) < 0 ||
+	    (fd = oa_xopenat(f->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
+			     0)) < 0)
+		return -1;
+	if (oa_sys->fstat(fd, &st) < 0 || (uint64_t)st.st_ino != s->jino) {
+		oa_xclose(fd);
+		errno = ESTALE;
+		return -1;
+	}
+	i = f->xpj_next++ % OA_XP_SLOTS;
+	if (f->xpj[i].fd1)
+		oa_xclose(f->xpj[i].fd1 - 1);
+	f->xpj[i].k = s->jidx;
+	f->xpj[i].ino = s->jino;
+	f->xpj[i].fd1 = fd + 1;
+	return fd;
+}
+
+void oa_xp_forget(struct oa_file *f)
+{
+	for (unsigned i = 0; i < OA_XP_SLOTS; i++)
+		if (f->xpj[i].fd1) {
+			oa_xclose(f->xpj[i].fd1 - 1);
+			f->xpj[i].fd1 = 0;
+		}
+}
+
 /* Copy slot S's bytes, out of its owner's journal, into F's transaction. */
 static int copy_member(struct oa_file *f, const struct oa_xslot *s, char *buf)
 {
-	char name[NAME_MAX + 1];
-	int fd = f->cfd, r = -1;
 	uint32_t nops = s->nops;
+	int fd;
 	if (nops > OA_XP_OPS) {
 		errno = EINVAL;
 		return -1;
 	}
-	if (s->jidx != 0) {
-		if (oa_name(f, name, sizeof(name), OA_NAME_JNL,
-			    (int)s->jidx) < 0 ||
-		    (fd = oa_xopenat(f->dfd, name,
-				     O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)) < 0)
-			return -1;
-	}
+	if ((fd = journal_fd(f, s)) < 0)
+		return -1;
 	for (uint32_t k = 0; k < nops; k++) {
 		uint64_t off = s->op[k].off, len = s->op[k].len,
 			 jo = s->op[k].joff, done = 0;
@@ -225,18 +266,11 @@ static int copy_member(struct oa_file *f, const struct oa_xslot *s, char *buf)
 			struct iovec v = { buf, n };
 			if (oa_pread_full(fd, buf, n, (off_t)(jo + done)) < 0 ||
 			    oa_journal_append(f, &v, 1, n, off + done) < 0)
-				goto out;
+				return -1;
 			done += n;
 		}
 	}
-	r = 0;
-out:
-	if (fd != f->cfd) {
-		int e = errno;
-		oa_xclose(fd);
-		errno = e;
-	}
-	return r;
+	return 0;
 }
 
 /* The taken members into F's transaction (X3), or none of them. */
@@ -297,8 +331,9 @@ static uint64_t mono_ns(void)
 }
 
 /* Wait while published commits keep coming, up to as many as the last
- * batch had.  The number the next leader waits for: as many as came,
- * plus one while they came in time. */
+ * batch had.  The number the next leader waits for: one more than came
+ * while they came in time, as many as came when the time ran out, and
+ * nobody (1) when nobody was there: a lone writer never waits. */
 static void gather_wait(struct oa_file *f)
 {
 	struct oa_xhdr *h = oa_xp_hdr(f);
@@ -325,7 +360,7 @@ static void gather_wait(struct oa_file *f)
 		}
 		n = m;
 	}
-	atomic_store(&h->last, (uint32_t)n + 1 + (late ? 0 : 1));
+	atomic_store(&h->last, (uint32_t)n + 1 + (late || n == 0 ? 0 : 1));
 }
 
 /* Under COMMIT: take every published slot of a live owner and merge it;
