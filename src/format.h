@@ -274,8 +274,8 @@ struct oa_live {
  * page: a slot is its owner's while the owner holds the control file's
  * lock byte OA_LOCK_XP0 + i, and nobody's otherwise, whatever it holds. */
 #define OA_XP_HDR_OFF     2112   /* u32 arrivals (a futex word), u32 a
-				  * leader waits for arrivals, u32 the
-				  * last batch's commits */
+				  * leader waits for arrivals, u32 how many
+				  * the next leader waits for, u32 batches */
 #define OA_XP_OFF         2176
 #define OA_XP_SLOTS       8
 #define OA_XP_SLOT        240

@@ -424,7 +424,7 @@ struct oa_xslot {
 	struct { uint64_t off, len, joff; } op[OA_XP_OPS];
 };
 struct oa_xhdr {
-	_Atomic uint32_t arrivals, gathering, last;
+	_Atomic uint32_t arrivals, gathering, last, batches;
 };
 _Static_assert(sizeof(struct oa_xslot) <= OA_XP_SLOT, "xp slot");
 _Static_assert(OA_XP_HDR_OFF >= OA_LIVE_AGEN_OFF + 8 &&

@@ -331,9 +331,10 @@ static uint64_t mono_ns(void)
 }
 
 /* Wait while published commits keep coming, up to as many as the last
- * batch had.  The number the next leader waits for: one more than came
- * while they came in time, as many as came when the time ran out, and
- * nobody (1) when nobody was there: a lone writer never waits. */
+ * batch had.  The number the next leader waits for: as many as came (a
+ * lone writer never waits); every eighth batch that got all it waited
+ * for, one more (more writers may have come: a wait for one that is not
+ * there costs a gap). */
 static void gather_wait(struct oa_file *f)
 {
 	struct oa_xhdr *h = oa_xp_hdr(f);
@@ -360,7 +361,9 @@ static void gather_wait(struct oa_file *f)
 		}
 		n = m;
 	}
-	atomic_store(&h->last, (uint32_t)n + 1 + (late || n == 0 ? 0 : 1));
+	bool probe = !late && n > 0 &&
+		     (atomic_fetch_add(&h->batches, 1) & 7) == 0;
+	atomic_store(&h->last, (uint32_t)n + 1 + (probe ? 1 : 0));
 }
 
 /* Under COMMIT: take every published slot of a live owner and merge it;
