@@ -484,6 +484,14 @@ void oa_xp_seq(struct oa_file *f, struct oa_xp_batch *b, uint64_t seq)
 {
 	for (int k = 0; k < b->n; k++)
 		atomic_store(&oa_xp_slot(f, b->slot[k])->seq, seq);
+	if (MUTANT(61)) {
+		/* the members acknowledged before the batch is durable */
+		for (int k = 0; k < b->n; k++) {
+			struct oa_xslot *s = oa_xp_slot(f, b->slot[k]);
+			atomic_store(&s->state, OA_XS_OK);
+			oa_xp_wake(s);
+		}
+	}
 }
 
 void oa_xp_end(struct oa_file *f, struct oa_xp_batch *b, uint32_t st)

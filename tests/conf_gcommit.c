@@ -420,12 +420,59 @@ static _Atomic uint64_t *ack_file(const char *p)
 {
 	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	CHECK(fd >= 0);
-	CHECK_OK(ftruncate(fd, NT * sizeof(uint64_t)));
-	void *m = mmap(NULL, NT * sizeof(uint64_t), PROT_READ | PROT_WRITE,
-		       MAP_SHARED, fd, 0);
+	/* the stamps, then (the processes' writer) each writer's pid */
+	CHECK_OK(ftruncate(fd, 2 * NT * sizeof(uint64_t)));
+	void *m = mmap(NULL, 2 * NT * sizeof(uint64_t),
+		       PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(m != MAP_FAILED);
 	close(fd);
 	return m;
+}
+
+/* The writer as NT processes, each one writer with its own handle (their
+ * commits share flushes through src/xcommit.c): they die with this one,
+ * which the power-cut script kills. */
+static void run_processes(_Atomic uint64_t *ack)
+{
+	pid_t me = getpid();
+	for (int t = 0; t < NT; t++) {
+		pid_t p = fork();
+		CHECK(p >= 0);
+		if (p == 0) {
+			tu_die_with_parent(me);
+			struct wr w = { .t = t, .n = 1 << 23, .ack = ack,
+					.how = W_WRITE };
+			writer(&w);
+			_exit(0);
+		}
+		atomic_store(&ack[NT + t], (uint64_t)p);
+	}
+	for (int t = 0; t < NT; t++) {
+		int st;
+		if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+			_exit(1);
+	}
+}
+
+/* The processes of a killed writer go with it, each at its own pace:
+ * wait until none is left (a zombie is gone enough: its handle closed). */
+static void wait_gone(_Atomic uint64_t *a)
+{
+	for (int t = 0; t < NT; t++) {
+		pid_t p = (pid_t)atomic_load(&a[NT + t]);
+		for (int n = 0; p > 0 && n < 500; n++) {
+			char path_[64], st = 0;
+			snprintf(path_, sizeof(path_), "/proc/%d/stat", (int)p);
+			FILE *fp = fopen(path_, "r");
+			if (!fp)
+				break;
+			int r = fscanf(fp, "%*d %*s %c", &st);
+			fclose(fp);
+			if (r != 1 || st == 'Z' || st == 'X')
+				break;
+			usleep(10000);
+		}
+	}
 }
 
 /* Recover FILE and check it against the acknowledgements: 0, or 1 with
@@ -436,6 +483,7 @@ static int check_mode(const char *file, const char *ackp)
 	unsigned char *d;
 	size_t len;
 	int bad = 0;
+	wait_gone(a);
 	if (oa_recover(file) < 0) {
 		fprintf(stderr, "recover %s: %s\n", file, strerror(errno));
 		return 1;
@@ -470,21 +518,24 @@ static int check_mode(const char *file, const char *ackp)
 
 int main(int argc, char **argv)
 {
-	/* helper modes: init FILE | writer FILE ACKFILE ROUND |
+	/* helper modes: init FILE | writer FILE ACKFILE ROUND [processes] |
 	 * check FILE ACKFILE */
 	if (argc == 3 && !strcmp(argv[1], "init")) {
 		prepare(argv[2]);
 		return 0;
 	}
-	if (argc == 5 && !strcmp(argv[1], "writer")) {
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "writer")) {
 		path = argv[2];
 		acks = ack_file(argv[3]);
-		for (int t = 0; t < NT; t++)
+		for (int t = 0; t < 2 * NT; t++)
 			atomic_store(&acks[t], 0);
 		stamp_base = strtoull(argv[4], NULL, 10) << 24;
 		ack_alive = true;
 		tu_pin_journal();
-		run_threads(1 << 23, acks, false);   /* until killed */
+		if (argc == 6 && !strcmp(argv[5], "processes"))
+			run_processes(acks);   /* until killed */
+		else
+			run_threads(1 << 23, acks, false);   /* until killed */
 		return 0;
 	}
 	if (argc == 4 && !strcmp(argv[1], "check"))

@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50 52 53 54 55 56 57 58 59 60}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50 52 53 54 55 56 57 58 59 60 61}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -77,6 +77,7 @@ declare -A what=(
 	[58]="an apply leaves the apply generation as it was: readers without the lock cannot see it (I17)"
 	[59]="a dead leader's members settled committed whatever its recovery found (X4)"
 	[60]="a slot a dead leader took, found by the next holder of COMMIT, taken for committed (X5)"
+	[61]="other processes' commits acknowledged before their batch is durable (X2)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -111,6 +112,8 @@ declare -A tests_of=(
 	[56]="conf_mark"        # (src/control.c M1-M3) against one-shot writers
 	[59]="conf_xcommit"     # 59-60: a leader of other processes'
 	[60]="conf_xcommit"     # commits killed (src/xcommit.c, X4-X5)
+	[61]="powercut_gcommit.sh"  # members acknowledged before the flush:
+	                            # a power cut, processes' rounds (X2)
 	[57]="conf_visibility"  # 57-58: reads without the APPLY lock (I17),
 	[58]="conf_visibility"  # torn reads on a tmpfs, where applies are fast
 	# 45-48 (oa_commit_group, src/commit.c G1-G5): the simulator's group

@@ -4,7 +4,8 @@
 # timeout: 600
 #
 # An ext4 image and an XFS image, loop-mounted, a file on each.  CUTS
-# rounds: conf_gcommit's writer runs 8 threads, each with its own handle,
+# rounds: conf_gcommit's writer runs 8 threads (or, by turns of three
+# rounds, 8 processes: src/xcommit.c), each with its own handle,
 # committing a stamp into two pages of its own, again and again (their
 # commits batched: one flush for the queued ones); each thread stores the
 # stamp it last saw acknowledged in a file OUTSIDE the mounts (mapped: the
@@ -51,7 +52,11 @@ for ((i = 1; i <= CUTS; i++)); do
 	esac
 	ACK=$work/ack
 	rm -f "$ACK"   # this round's acks only (a writer killed before it starts leaves none)
-	"$G" writer "$mnt/f" "$ACK" "$i" 2>>"$work/writer.log" &
+	# threads of one process (gcommit.c) and processes (xcommit.c), by
+	# turns of three rounds
+	how=threads
+	(( (i / 3) % 2 )) && how=processes
+	"$G" writer "$mnt/f" "$ACK" "$i" $how 2>>"$work/writer.log" &
 	WPID=$!
 	sleep_ms $((RANDOM % 300))
 	if [ $cut = 1 ]; then
@@ -75,6 +80,7 @@ for ((i = 1; i <= CUTS; i++)); do
 		exit 1
 	fi
 	n_of[$name]=$(( ${n_of[$name]:-0} + 1 ))
+	n_of[$how]=$(( ${n_of[$how]:-0} + 1 ))
 	[ "$out" -gt 0 ] 2>/dev/null && acked=$((acked + 1))
 done
 # the check proves something only where commits were acknowledged
@@ -83,5 +89,5 @@ if [ $((acked * 2)) -lt $CUTS ]; then
 	tail "$work/writer.log"
 	exit 1
 fi
-echo "powercut_gcommit: $CUTS rounds (cuts of the ext4 ${n_of[ext4]:-0}, of the XFS ${n_of[XFS]:-0}; the writer killed, no cut ${n_of[kill]:-0}; $acked with commits acknowledged), 0 violations"
+echo "powercut_gcommit: $CUTS rounds (cuts of the ext4 ${n_of[ext4]:-0}, of the XFS ${n_of[XFS]:-0}; the writer killed, no cut ${n_of[kill]:-0}; writers threads ${n_of[threads]:-0}, processes ${n_of[processes]:-0}; $acked with commits acknowledged), 0 violations"
 exit 0
