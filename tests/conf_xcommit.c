@@ -272,20 +272,29 @@ static int hold_commit(int cfd, short type)
 	return fcntl(cfd, F_OFD_SETLKW, &fl);
 }
 
+/* The control file (*CFD), its live area's page mapped, COMMIT held; the
+ * first of two children says 'f' and must publish. */
+static volatile unsigned char *hold_and_publish(int *cfd, struct kid *f)
+{
+	*cfd = open(tu_control_path(path), O_RDWR);
+	CHECK(*cfd >= 0);
+	volatile unsigned char *live = mmap(NULL, 4096, PROT_READ, MAP_SHARED,
+					    *cfd, OA_LIVE_OFF);
+	CHECK(live != MAP_FAILED);
+	CHECK_OK(hold_commit(*cfd, F_WRLCK));
+	kid_say(f, 'f');
+	CHECKF(wait_state(live, OA_XS_PUB, 5) >= 0, "follower never published");
+	return live;
+}
+
 /* One round of part 2: 1 if the leader took the follower's slot and died
  * at KP (checked), 0 if the round did not come out that way. */
 static int leader_round(int kp)
 {
 	prepare();
 	struct kid fk = kid_start(0, 0), lk = kid_start(1, kp);
-	int cfd = open(tu_control_path(path), O_RDWR);
-	CHECK(cfd >= 0);
-	volatile unsigned char *live = mmap(NULL, 4096, PROT_READ, MAP_SHARED,
-					    cfd, OA_LIVE_OFF);
-	CHECK(live != MAP_FAILED);
-	CHECK_OK(hold_commit(cfd, F_WRLCK));
-	kid_say(&fk, 'f');
-	CHECKF(wait_state(live, OA_XS_PUB, 5) >= 0, "follower never published");
+	int cfd;
+	volatile unsigned char *live = hold_and_publish(&cfd, &fk);
 	kid_say(&lk, 'l');
 	usleep(100000);   /* the leader waits for COMMIT */
 	CHECK_OK(hold_commit(cfd, F_UNLCK));
@@ -351,14 +360,8 @@ static void test_member_dies(void)
 {
 	prepare();
 	struct kid a = kid_start(0, 0), b = kid_start(1, 0);
-	int cfd = open(tu_control_path(path), O_RDWR);
-	CHECK(cfd >= 0);
-	volatile unsigned char *live = mmap(NULL, 4096, PROT_READ, MAP_SHARED,
-					    cfd, OA_LIVE_OFF);
-	CHECK(live != MAP_FAILED);
-	CHECK_OK(hold_commit(cfd, F_WRLCK));
-	kid_say(&a, 'f');
-	CHECK(wait_state(live, OA_XS_PUB, 5) >= 0);
+	int cfd;
+	volatile unsigned char *live = hold_and_publish(&cfd, &a);
 	kill(a.pid, SIGKILL);
 	int st = tu_wait(a.pid);
 	CHECK(WIFSIGNALED(st));
