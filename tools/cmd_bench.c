@@ -258,7 +258,7 @@ const struct tool_cmd bench_cmd = {
 "   large       1 MiB to 1 GiB per commit, in 1 MiB writes\n"
 "   many        10 to 10,000 4 KiB writes per commit\n"
 "   concurrent  1 to 8 committers, threads or processes, one file or each\n"
-"               its own\n"
+"               its own; 200 commits each (--ops N)\n"
 "   recovery    recovery time after a crash at the commit point, against\n"
 "               journal size\n"
 "   bulk        a new data set of 256 MiB (--quick 4 MiB) loaded in one\n"

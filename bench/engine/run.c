@@ -1059,7 +1059,9 @@ static void run_workload(struct runcfg *rc, enum wl wl)
 					     N(f_writers)); k++) {
 				p.writers = quick ? q_writers[k] : f_writers[k];
 				p.value = (uint64_t)p.writers;
-				p.commits = quick ? 10 : 200;
+				/* per writer: --ops, for the steady state */
+				p.commits = rc->o->ops > 0 ? rc->o->ops
+							   : quick ? 10 : 200;
 				p.min_commits = 3;
 				run_point(rc, &p);
 			}
