@@ -563,6 +563,9 @@ void oa_xp_seq(struct oa_file *f, struct oa_xp_batch *b, uint64_t seq);
 /* The members' outcome (OA_XS_OK, SELF or EIO), before COMMIT is let go;
  * unless OK, F's own transaction is as it was before the merge. */
 void oa_xp_end(struct oa_file *f, struct oa_xp_batch *b, uint32_t st);
+/* Commits of several processes may share flushes (not turned off by
+ * OATOMIC_GROUP_COMMIT=0). */
+bool oa_xp_on(void);
 /* Close the journals a leader kept open (the handle is going). */
 void oa_xp_forget(struct oa_file *f);
 

@@ -107,7 +107,7 @@ int oa_commit_kernel(struct oa_file *f)
 	/* Under AUTO, a commit that finds COMMIT taken goes to the journal,
 	 * where commits waiting together share one flush (xcommit.c); this
 	 * method's write is a flush of its own, one commit after the other. */
-	if (f->method != OA_METHOD_KERNEL) {
+	if (f->method != OA_METHOD_KERNEL && oa_xp_on()) {
 		if (oa_ctl_lock(f, OA_LOCK_COMMIT, F_WRLCK, 0) < 0)
 			return errno == EAGAIN ? 1 : -1;
 		if (oa_commit_begin_locked(f, &l, &fsize) < 0)

@@ -80,6 +80,12 @@ static void xp_init(void)
 	g_off = e && e[0] == '0';
 }
 
+bool oa_xp_on(void)
+{
+	pthread_once(&g_once, xp_init);
+	return !g_off;
+}
+
 /* Is slot I's lock byte held, by another descriptor than F's?  A failure
  * to ask says no: the slot is then left out, never copied from. */
 static bool owner_alive(struct oa_file *f, int i)
