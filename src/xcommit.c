@@ -461,7 +461,15 @@ int oa_xp_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize,
 			unclaim(f, i);
 			goto lead;
 		}
+		int e = errno;
 		st = atomic_load(&s->state);
+		if (e != EAGAIN && st == OA_XS_PUB) {
+			/* the lock cannot be asked for (not taken: no leader
+			 * has the slot) */
+			unclaim(f, i);
+			errno = e;
+			return -1;
+		}
 		if (st == OA_XS_PUB || st == OA_XS_TAKEN) {
 			/* woken by the leader's outcome, or to lead next (at
 			 * a COMMIT let go); the timeout finds a dead leader */
