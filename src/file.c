@@ -81,7 +81,6 @@ static void oa_handle_free(struct oa_file *f)
 	oa_xclose(f->jfd);
 	oa_xclose(f->dio_fd);
 	oa_xclose(f->sfd);
-	oa_xp_forget(f);
 	free(f->st_buf);
 	oa_ctl_unmap(f);
 	oa_xclose(f->cfd);
@@ -518,7 +517,6 @@ static void detach(struct oa_file *f)
 	oa_xclose(f->jfd);
 	oa_xclose(f->dio_fd);
 	oa_xclose(f->sfd);
-	oa_xp_forget(f);
 	if (f->dfd != f->tdirfd)
 		oa_xclose(f->dfd);
 	oa_xclose(f->tdirfd);

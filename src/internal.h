@@ -174,10 +174,6 @@ struct oa_file {
 	 * the complete ones it found (xcommit.c) */
 	uint64_t xp_probe;
 	bool xp_found;
-	/* a leader's descriptors of other handles' journals (xcommit.c):
-	 * journal K, its inode, the descriptor + 1 (0: none) */
-	struct { uint32_t k; uint64_t ino; int fd1; } xpj[OA_XP_SLOTS];
-	unsigned xpj_next;
 };
 
 /*
@@ -566,8 +562,6 @@ void oa_xp_end(struct oa_file *f, struct oa_xp_batch *b, uint32_t st);
 /* Commits of several processes may share flushes (not turned off by
  * OATOMIC_GROUP_COMMIT=0). */
 bool oa_xp_on(void);
-/* Close the journals a leader kept open (the handle is going). */
-void oa_xp_forget(struct oa_file *f);
 
 /* ---- recover.c ---- */
 /* Finish or discard what crashed commits left behind: replay, in sequence

@@ -210,21 +210,18 @@ static void settle(struct oa_file *f, struct oa_xp_batch *b, uint32_t st)
 #define XP_BUF (1u << 16)
 
 /* A descriptor of slot S's journal: journal 0 is the control file; an
- * extra journal is opened by its name once and kept (the leader commits
- * again and again with the same members), and must be the inode its
- * owner published. */
+ * extra journal is opened by its name, and must be the inode its owner
+ * published.  Opened for each batch and closed after: keeping them open
+ * measured no faster (8 processes, ext4: 8,312-9,684 commits/s kept,
+ * 9,090-9,299 not) and would hold up to eight descriptors per handle of
+ * the program's own. */
 static int journal_fd(struct oa_file *f, const struct oa_xslot *s)
 {
 	char name[NAME_MAX + 1];
 	struct stat st;
-	unsigned i;
 	int fd;
 	if (s->jidx == 0)
 		return f->cfd;
-	for (i = 0; i < OA_XP_SLOTS; i++)
-		if (f->xpj[i].fd1 && f->xpj[i].k == s->jidx &&
-		    f->xpj[i].ino == s->jino)
-			return f->xpj[i].fd1 - 1;
 	if (oa_name(f, name, sizeof(name), OA_NAME_JNL, (int)s->jidx) < 0 ||
 	    (fd = oa_xopenat(f->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
 			     0)) < 0)
@@ -234,22 +231,7 @@ static int journal_fd(struct oa_file *f, const struct oa_xslot *s)
 		errno = ESTALE;
 		return -1;
 	}
-	i = f->xpj_next++ % OA_XP_SLOTS;
-	if (f->xpj[i].fd1)
-		oa_xclose(f->xpj[i].fd1 - 1);
-	f->xpj[i].k = s->jidx;
-	f->xpj[i].ino = s->jino;
-	f->xpj[i].fd1 = fd + 1;
 	return fd;
-}
-
-void oa_xp_forget(struct oa_file *f)
-{
-	for (unsigned i = 0; i < OA_XP_SLOTS; i++)
-		if (f->xpj[i].fd1) {
-			oa_xclose(f->xpj[i].fd1 - 1);
-			f->xpj[i].fd1 = 0;
-		}
 }
 
 /* Copy slot S's bytes, out of its owner's journal, into F's transaction. */
@@ -263,6 +245,7 @@ static int copy_member(struct oa_file *f, const struct oa_xslot *s, char *buf)
 	}
 	if ((fd = journal_fd(f, s)) < 0)
 		return -1;
+	int r = -1;
 	for (uint32_t k = 0; k < nops; k++) {
 		uint64_t off = s->op[k].off, len = s->op[k].len,
 			 jo = s->op[k].joff, done = 0;
@@ -272,11 +255,18 @@ static int copy_member(struct oa_file *f, const struct oa_xslot *s, char *buf)
 			struct iovec v = { buf, n };
 			if (oa_pread_full(fd, buf, n, (off_t)(jo + done)) < 0 ||
 			    oa_journal_append(f, &v, 1, n, off + done) < 0)
-				return -1;
+				goto out;
 			done += n;
 		}
 	}
-	return 0;
+	r = 0;
+out:
+	if (fd != f->cfd) {
+		int e = errno;
+		oa_xclose(fd);
+		errno = e;
+	}
+	return r;
 }
 
 /* The taken members into F's transaction (X3), or none of them. */
