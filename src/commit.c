@@ -444,8 +444,8 @@ int oa_commit_journal(struct oa_file *f)
 		r = finish(&c);
 	}
 end:
-	oa_xp_end(f, &b, applied ? OA_XS_OK
-				 : f->latched ? OA_XS_EIO : OA_XS_SELF);
+	if (!applied)
+		oa_xp_end(f, &b, f->latched ? OA_XS_EIO : OA_XS_SELF);
 	oa_commit_end(f);
 out:
 	free(c.rec);

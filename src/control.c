@@ -325,11 +325,22 @@ struct oa_xhdr *oa_xp_hdr(struct oa_file *f)
 	return (struct oa_xhdr *)(void *)((char *)f->live + OA_XP_HDR_OFF);
 }
 
+/* Shared futexes (not FUTEX_PRIVATE_FLAG): the waiter may be another
+ * process mapping the same page of the control file. */
+void oa_futex_wake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void oa_futex_wait(_Atomic uint32_t *w, uint32_t v, long ns)
+{
+	struct timespec ts = { ns / 1000000000L, ns % 1000000000L };
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, v, &ts, NULL, 0);
+}
+
 void oa_xp_wake(struct oa_xslot *s)
 {
-	/* a shared futex: the waiter may be another process mapping the
-	 * same page of the control file */
-	syscall(SYS_futex, (uint32_t *)&s->state, FUTEX_WAKE, 1, NULL, NULL, 0);
+	oa_futex_wake(&s->state);
 }
 
 void oa_xp_orphans(struct oa_file *f, uint64_t seq, bool committed)

@@ -432,6 +432,10 @@ _Static_assert(OA_XP_OFF >= OA_LIVE_AGEN_OFF + 8 &&
 struct oa_xslot *oa_xp_slot(struct oa_file *f, int i);
 struct oa_xhdr *oa_xp_hdr(struct oa_file *f);
 void oa_xp_wake(struct oa_xslot *s);
+/* A futex word in the shared page: wake one waiter; wait while it holds V,
+ * at most NS nanoseconds (a signal or a spurious wake-up returns early). */
+void oa_futex_wake(_Atomic uint32_t *w);
+void oa_futex_wait(_Atomic uint32_t *w, uint32_t v, long ns);
 /* Under COMMIT, after a dead committer's recovery (or finding one gone
  * before its marker): every slot a dead leader took is settled - OK if
  * its batch was commit SEQ and COMMITTED says recovery found it complete,

@@ -59,13 +59,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -155,14 +153,7 @@ static void publish(struct oa_file *f, int i)
 	struct oa_xhdr *h = oa_xp_hdr(f);
 	atomic_fetch_add(&h->arrivals, 1);
 	if (atomic_load(&h->gathering))
-		syscall(SYS_futex, (uint32_t *)&h->arrivals, FUTEX_WAKE, 1,
-			NULL, NULL, 0);
-}
-
-static void wait_slot(struct oa_xslot *s, uint32_t v, long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	syscall(SYS_futex, (uint32_t *)&s->state, FUTEX_WAIT, v, &ts, NULL, 0);
+		oa_futex_wake(&h->arrivals);
 }
 
 /* A member's outcome: OK (1: committed by a batch; the transaction is
@@ -343,11 +334,9 @@ static void gather_wait(struct oa_file *f)
 		want = OA_XP_SLOTS + 1;
 	while ((uint32_t)n + 1 < want) {
 		uint32_t a = atomic_load(&h->arrivals);
-		struct timespec ts = { 0, XP_GAP_NS };
 		atomic_store(&h->gathering, 1);
 		if (published(f) == n)
-			syscall(SYS_futex, (uint32_t *)&h->arrivals,
-				FUTEX_WAIT, a, &ts, NULL, 0);
+			oa_futex_wait(&h->arrivals, a, XP_GAP_NS);
 		atomic_store(&h->gathering, 0);
 		int m = published(f);
 		if (m == n || mono_ns() >= end) {
@@ -463,7 +452,8 @@ int oa_xp_begin(struct oa_file *f, struct oa_live *l, uint64_t *fsize,
 		if (st == OA_XS_PUB || st == OA_XS_TAKEN) {
 			/* woken by the leader's outcome, or to lead next (at
 			 * a COMMIT let go); the timeout finds a dead leader */
-			wait_slot(s, st, st == OA_XS_PUB ? 2 : 20);
+			oa_futex_wait(&s->state, st, st == OA_XS_PUB
+							   ? 2000000 : 20000000);
 			st = atomic_load(&s->state);
 		}
 		if (st == OA_XS_OK || st == OA_XS_EIO) {
