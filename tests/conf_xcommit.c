@@ -299,20 +299,29 @@ static int leader_round(int kp)
 	usleep(100000);   /* the leader waits for COMMIT */
 	CHECK_OK(hold_commit(cfd, F_UNLCK));
 	bool taken = wait_state(live, OA_XS_TAKEN, 2) >= 0;
-	int st = tu_wait(lk.pid);
-	bool died = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+	/* The leader answers (it lived: the follower took COMMIT first and
+	 * led alone, or came late) or dies at KP (its pipe reads EOF).  Its
+	 * answer is read before it is waited for: a live one waits for 'q'. */
+	int lr = -1;
+	ssize_t got = read(lk.out, &lr, sizeof(lr));
+	bool died = got != (ssize_t)sizeof(lr);
+	if (died) {
+		int st = tu_wait(lk.pid);
+		CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		       "kill point %d: leader: %s", kp, tu_status_str(st));
+		close(lk.in);
+		close(lk.out);
+	} else {
+		CHECKF(lr == 0, "kill point %d: the leader's commit failed: %s",
+		       kp, tu_errname(lr));
+		kid_end(&lk);
+	}
 	int fr = kid_result(&fk);
 	CHECKF(fr == 0, "kill point %d: the follower's commit failed: %s", kp,
 	       tu_errname(fr));
 	kid_end(&fk);
-	close(lk.in);
-	close(lk.out);
 	munmap((void *)live, 4096);
 	close(cfd);
-	if (!died && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		; /* the leader lived: the follower led (or came late) */
-	else
-		CHECKF(died, "leader: %s", tu_status_str(st));
 
 	/* recovery through a new handle, then the file as it is */
 	oa_file *f = tu_oa_open(path, O_RDWR, 0);
@@ -322,10 +331,10 @@ static int leader_round(int kp)
 	CHECK_EQ(read_stamp(fd, page_a(0)), STAMP(0, 2));
 	CHECK_EQ(read_stamp(fd, page_b(0)), STAMP(0, 2));
 	bool lin = kp >= OA_KP_RECORD_WRITTEN && kp <= OA_KP_APPLIED;
-	for (int i = 0; i < LPIECES && died; i++) {
+	for (int i = 0; i < LPIECES; i++) {
 		unsigned char b[256], want[256];
 		tu_pread_full(fd, b, sizeof(b), (off_t)(LPAGE0 + 2 * i) * PG);
-		if (lin)
+		if (lin || !died)
 			tu_fill_stamp(want, sizeof(want), STAMP(1, 2));
 		else
 			memset(want, 0, sizeof(want));
