@@ -275,6 +275,7 @@ static struct oa_file *handle_new(void)
 	f->sfd = -1;
 	f->forkgen = oa_fork_gen();
 	f->may_clone = true;   /* recovery handles try; open resolves */
+	f->xchg_first = true;
 	f->clone_min = OA_CLONE_MIN;
 	f->group_decided = group_decided;
 	f->group_settle = group_settle;

@@ -32,6 +32,9 @@
 #define OA_SLOT_B         4096
 #define OA_SLOT_BYTES     512
 #define OA_ID_OFF         0      /* control: identity */
+#define OA_ID_CLEAN_SYNCED 2     /* identity's slot_seq: a clean control
+				  * file flushed in boot {a, era} (even:
+				  * the identity has slot A only) */
 #define OA_CLEAN_SIZE     512    /* control: the length that means clean */
 #define OA_MARK_LEN       72     /* the file's clean mark (control.c) */
 #define OA_CSLOT          4096   /* control: base of its header slots */

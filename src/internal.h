@@ -110,6 +110,9 @@ struct oa_file {
 	bool may_kernel;    /* single aligned writes go down as RWF_ATOMIC */
 	bool may_exchange;  /* big block runs go to the shadow, XFS exchange */
 	bool xchg_all;      /* forced: every whole block goes to the shadow */
+	bool xchg_first;    /* AUTO: the handle's first transaction, whole
+			     * blocks of it to the shadow while the control
+			     * file is clean (oa_xchg_wants) */
 	uint32_t clone_min; /* smallest data record placed for cloning */
 	bool fs_cow;        /* Btrfs: datacow files never overwrite in place */
 	bool blk_lazy;      /* blk and may_clone not looked up yet */
