@@ -110,6 +110,11 @@ struct oa_file {
 	bool may_kernel;    /* single aligned writes go down as RWF_ATOMIC */
 	bool may_exchange;  /* big block runs go to the shadow, XFS exchange */
 	bool xchg_all;      /* forced: every whole block goes to the shadow */
+	/* [0, hole_free) of the file had no hole when the live area's last
+	 * commit was hole_seq (commit.c reserve_holes); hole_known: that was
+	 * looked up */
+	uint64_t hole_free, hole_seq;
+	bool hole_known;
 	bool xchg_first;    /* AUTO: the handle's first transaction, whole
 			     * blocks of it to the shadow while the control
 			     * file is clean (oa_xchg_wants) */

@@ -461,6 +461,70 @@ static void test_short_room(void)
 	tu_tmpfs_done(mnt);
 }
 
+/* A hole made by a cut and a growth, then a write into it on a full disk:
+ * the commit takes the hole's space before its commit point (giving back
+ * its journal's room ahead for it, or failing with ENOSPC, the file as it
+ * was and the handle usable), never EIO from an apply that found no space
+ * after it.  A handle remembers how far the file has no
+ * hole (commit.c, reserve_holes): its own cut lowers that (BY_OTHER false),
+ * another handle's commit makes it look again (true). */
+static void hole_after_cut(const char *fp, const char *filler, bool by_other)
+{
+	static unsigned char mb[1 << 20];
+	struct oa_options jo = { .size = sizeof(jo),
+				 .method = OA_METHOD_JOURNAL };
+	unsigned char b[4096];
+	const char *how = by_other ? "another handle's" : "its own";
+
+	unlink(fp);
+	unlink(filler);
+	memset(mb, 'a', sizeof(mb));
+	tu_write_file(fp, mb, sizeof(mb), 0644);
+	oa_file *f = oa_open_opts(fp, O_RDWR, 0, &jo);
+	CHECK(f != NULL);
+	for (int i = 0; i < 3; i++) {   /* no hole: known, and room ahead */
+		memset(b, 'b' + i, sizeof(b));
+		tu_oa_pwrite(f, b, sizeof(b), 0);
+		CHECK_OK(oa_commit(f));
+	}
+	oa_file *g = by_other ? oa_open_opts(fp, O_RDWR, 0, &jo) : f;
+	CHECK(g != NULL);
+	CHECK_OK(oa_ftruncate(g, 4096));
+	CHECK_OK(oa_ftruncate(g, sizeof(mb)));   /* [4096, 1 MiB) a hole */
+	CHECK_OK(oa_commit(g));
+	if (g != f)
+		CHECK_OK(oa_close(g));
+	int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	while (write(fd, mb, sizeof(b)) == (ssize_t)sizeof(b))
+		;
+	CHECK(errno == ENOSPC);
+	close(fd);
+	memset(b, 'z', sizeof(b));
+	CHECKF(oa_pwrite(f, b, sizeof(b), 512 << 10) == (ssize_t)sizeof(b),
+	       "after %s cut: write: %s", how, strerror(errno));
+	/* The hole's block is taken before the commit point: the journal's
+	 * room ahead given back for it (commit.c give_back_room), or ENOSPC;
+	 * never EIO from an apply that finds no block after it. */
+	int r = oa_commit(f);
+	CHECKF(r == 0 || errno == ENOSPC, "a write into a hole %s cut made, "
+	       "on a full disk: commit: %s", how, strerror(errno));
+	unlink(filler);
+	if (r < 0) {
+		CHECK_OK(oa_abort(f));
+		tu_oa_pwrite(f, b, sizeof(b), 512 << 10);
+		CHECKF(oa_commit(f) == 0, "after %s cut, the disk freed: "
+		       "commit: %s", how, strerror(errno));
+	}
+	CHECK_OK(oa_close(f));
+	fd = open(fp, O_RDONLY);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, mb, sizeof(b), 512 << 10) == (ssize_t)sizeof(b));
+	CHECK_MEM(mb, b, sizeof(b));
+	close(fd);
+	unlink(fp);
+}
+
 static void test_full_disk(void)
 {
 	const char *mnt = tu_tmpfs("full", "8m");
@@ -468,6 +532,8 @@ static void test_full_disk(void)
 		return;
 	full_disk_round(tu_path("full/f"), true);
 	full_disk_round(tu_path("full/f"), false);
+	hole_after_cut(tu_path("full/h"), tu_path("full/filler"), false);
+	hole_after_cut(tu_path("full/h"), tu_path("full/filler"), true);
 	tu_tmpfs_done(mnt);
 }
 
