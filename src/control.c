@@ -473,6 +473,31 @@ void oa_apply_unlock(struct oa_file *f)
 	errno = e;
 }
 
+/* A control file with more than one name is not the library's own: it
+ * makes each one under its one name, never links it.  A hard link planted
+ * at ".NAME.oa" (by mistake or by someone who may write the directory) to
+ * another file would have that file cut to 512 bytes and written over; a
+ * link to another file's control file would have two files share one.  One
+ * that still names this very inode is let through: a copy of the directory
+ * made with hard links (cp -al, rsync --link-dest) shares the data file as
+ * well, which the commits write in place anyway; so is one just made by
+ * a link from a temporary name, before that name is removed (where the
+ * file system has no O_TMPFILE: oa_create_link). */
+bool oa_multi_linked(int fd)
+{
+	struct stat st;
+	return oa_xfstat(fd, &st) == 0 && st.st_nlink > 1;
+}
+
+static bool ctl_shared(struct oa_file *f, int fd)
+{
+	struct oa_slot s;
+	if (!oa_multi_linked(fd))
+		return false;
+	return oa_slot_read1(fd, OA_ID_OFF, OA_ID_MAGIC, &s) != 0 ||
+	       s.ino != f->ino || s.igen != f->igen;
+}
+
 /* A control file of ours (or any, as root) with write permission the file
  * lacks (the file's mode was narrowed since): clean, it holds nothing but
  * the identity and is narrowed now; in use, journal 0 in it may hold
@@ -522,6 +547,11 @@ int oa_ctl_open(struct oa_file *f, bool create)
 			if (oa_check_safe(f, fd) < 0 &&
 			    (errno != EPERM || ctl_widened(f, fd) < 0)) {
 				oa_xclose(fd);
+				return -1;
+			}
+			if (ctl_shared(f, fd)) {
+				oa_xclose(fd);
+				errno = EMLINK;
 				return -1;
 			}
 			f->cfd = fd;

@@ -114,8 +114,17 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 		errno = EINVAL;
 		return -1;
 	}
-	if (shadow_open(f) < 0)
-		return -1;
+	if (shadow_open(f) < 0) {
+		/* The shadow is where the method writes, not where the data
+		 * must go: a directory this user may not create in (the
+		 * probe that found the exchange working ran in another of
+		 * the file system), no inode left, too many descriptors -
+		 * the handle writes through the journal from now on, as
+		 * where the file system has no exchange. */
+		f->may_exchange = false;
+		return oa_journal_append(f, iov, cnt, total, off) < 0
+		       ? -1 : (ssize_t)total;
+	}
 	/* In file order, so that a failure leaves a prefix pending: the
 	 * caller reports a short write, as pwrite(2) would. */
 	if (a > off) {

@@ -474,6 +474,9 @@ mode_t oa_aux_mode(const struct oa_file *f);
  * write permission the file lacks; read permission it lacks is taken away on
  * the way where we may (ours, or root).  EPERM. */
 int oa_check_safe(struct oa_file *f, int fd);
+/* More than one name: a sidecar the library did not make so (a hard link
+ * planted at its name), never written through (control.c ctl_shared). */
+bool oa_multi_linked(int fd);
 /* Narrow a library file of ours (or any, as root) to oa_aux_mode(), then
  * oa_check_safe() it: for one whose write bits came from the file's mode of
  * before, and whose contents are trusted by other means. */

@@ -238,16 +238,22 @@ static int take_extra(struct oa_file *f, bool *fresh_out)
 					* library): look again */
 				continue;
 			}
-			if (fd >= 0 && oa_check_safe(f, fd) < 0 &&
-			    (errno != EPERM || oa_narrow(f, fd) < 0)) {
+			if (fd >= 0 && ((oa_check_safe(f, fd) < 0 &&
+					 (errno != EPERM ||
+					  oa_narrow(f, fd) < 0)) ||
+					oa_multi_linked(fd))) {
 				oa_xclose(fd);
 				continue;
 			}
-		} else if (fd >= 0 && oa_check_safe(f, fd) < 0 &&
-			   (errno != EPERM || oa_narrow(f, fd) < 0)) {
-			/* Someone else's: skipped.  Ours, wider than the file
-			 * now (the file was chmod-ed), is narrowed: whatever
-			 * it holds is checkpointed before reuse. */
+		} else if (fd >= 0 && ((oa_check_safe(f, fd) < 0 &&
+					(errno != EPERM ||
+					 oa_narrow(f, fd) < 0)) ||
+				       oa_multi_linked(fd))) {
+			/* Someone else's, or another file's under a second
+			 * name (a hard link planted here): skipped.  Ours,
+			 * wider than the file now (the file was chmod-ed), is
+			 * narrowed: whatever it holds is checkpointed before
+			 * reuse. */
 			oa_xclose(fd);
 			continue;
 		}

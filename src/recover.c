@@ -675,6 +675,12 @@ static int scan_all(struct oa_file *f, struct scan *S)
 			oa_xclose(fd);
 			goto fail;
 		}
+		if (!unsafe && oa_multi_linked(fd)) {
+			/* a second name: not one the library made */
+			note(S, "journal %s has other hard links: not trusted",
+			     name);
+			unsafe = true;
+		}
 		/* Extra journals are created complete at OA_XJ_INITIAL and
 		 * flushed before their name exists (I8); they grow from there
 		 * and are only ever cut back to OA_JRNL_INITIAL: a shorter one

@@ -116,6 +116,13 @@ int tool_error_jdir(const char *path, const char *jdir, const char *what,
 	if (err == EINVAL && !what && stat(path, &st) == 0 &&
 	    !S_ISREG(st.st_mode))
 		return tool_errorf(path, "not a regular file");
+	/* the library's control file has a second name (a hard link planted
+	 * at ".NAME.oa"): refused, never written through */
+	if (err == EMLINK && !what)
+		return tool_errorf(path, "%s (its control file .NAME.oa has "
+				   "another name, a hard link: not oatomic's "
+				   "own, left untouched; remove that name)",
+				   strerror(err));
 	return tool_error(path, what, err);
 }
 
