@@ -1382,6 +1382,9 @@ static int commit_txn(struct oa_file *f)
 		if (oa_unstage(f) < 0)   /* not possible now: the journal */
 			return -1;
 	}
+	/* (a first transaction that grew scattered: the journal) */
+	if (oa_xchg_scattered(f) && oa_unshadow(f) < 0)
+		return -1;
 	if (f->shadowed) {
 		int r = oa_commit_exchange(f);
 		if (r <= 0)

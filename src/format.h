@@ -105,6 +105,8 @@
  * smallest size (OA_CLONE_MIN, any whole block for exchange). */
 #define OA_CLONE_AUTO     (1u << 20)
 #define OA_XCHG_AUTO      (256u << 10)
+#define OA_XCHG_FIRST     8      /* AUTO: at most this many runs exchanged
+				  * as a first transaction (exchange.c) */
 #define OA_PAD_MAX        (1u << 16)     /* largest block size cloned */
 
 /* Live area: how many journals have a per-journal "newest commit" slot. */

@@ -115,6 +115,8 @@ struct oa_file {
 	 * looked up */
 	uint64_t hole_free, hole_seq;
 	bool hole_known;
+	bool shadow_big;    /* the transaction put a run of OA_XCHG_AUTO or
+			     * more into the shadow */
 	bool xchg_first;    /* AUTO: the handle's first transaction, whole
 			     * blocks of it to the shadow while the control
 			     * file is clean (oa_xchg_wants) */
@@ -477,6 +479,7 @@ int oa_check_safe(struct oa_file *f, int fd);
 /* More than one name: a sidecar the library did not make so (a hard link
  * planted at its name), never written through (control.c ctl_shared). */
 bool oa_multi_linked(int fd);
+bool oa_xchg_scattered(const struct oa_file *f);
 /* Narrow a library file of ours (or any, as root) to oa_aux_mode(), then
  * oa_check_safe() it: for one whose write bits came from the file's mode of
  * before, and whose contents are trusted by other means. */

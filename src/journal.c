@@ -565,6 +565,7 @@ void oa_txn_drop(struct oa_file *f)
 	f->has_trunc = false;
 	f->txn_bytes = 0;
 	f->xchg_first = false;
+	f->shadow_big = false;
 	/* Close the record without its header: its bytes are dead.  The next
 	 * transaction starts after it (no journal range is written twice in a
 	 * generation), under a new transaction number. */
