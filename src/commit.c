@@ -75,8 +75,8 @@ static uint64_t next_hole(struct oa_file *f, uint64_t off, uint64_t size)
  * COMMIT).  Holes below an offset come only from a cut below it followed
  * by growth, or from a punch; the library punches none, and its cuts are
  * commits, which move last_seq: while last_seq is the one remembered, or
- * this handle's own commit that followed (commit_done: its final size
- * lowers hole_free), the knowledge stands.  The kernel and exchange methods
+ * this handle's own commit that followed (finish: its cut and final size
+ * lower hole_free), the knowledge stands.  The kernel and exchange methods
  * write without a commit seq but replace existing blocks only, and a
  * healing replay repeats a commit whose seq last_seq already holds.  A
  * program writing the file directly bypasses this, as all the rest (a

@@ -829,15 +829,30 @@ int oa_ctl_init_locked(struct oa_file *f)
 	return 0;
 }
 
-int oa_ctl_identity(struct oa_file *f, bool in_use)
+/* The identity of KIND (slot_seq: 0, or OA_ID_CLEAN_SYNCED), with this
+ * boot's id in a, era where BOOT asks for it and it can be read. */
+static int identity_write(struct oa_file *f, uint64_t kind, bool boot)
 {
-	struct oa_slot s = { .ino = f->ino, .igen = f->igen };
+	struct oa_slot s = { .slot_seq = kind, .ino = f->ino,
+			     .igen = f->igen };
 	unsigned char me[16];
-	if (in_use && oa_boot_id(me)) {
+	if (boot && oa_boot_id(me)) {
 		s.a = oa_get64(me);
 		s.era = oa_get64(me + 8);
 	}
 	return oa_slot_write(f->cfd, OA_ID_OFF, OA_ID_MAGIC, &s);
+}
+
+int oa_ctl_identity(struct oa_file *f, bool in_use)
+{
+	return identity_write(f, 0, in_use);
+}
+
+bool oa_id_this_boot(const struct oa_slot *s)
+{
+	unsigned char me[16];
+	return oa_boot_id(me) && s->a == oa_get64(me) &&
+	       s->era == oa_get64(me + 8);
 }
 
 /* The live area records that the control file's state is durable, and
@@ -886,24 +901,9 @@ void oa_ctl_mark_synced(struct oa_file *f, struct oa_live *l)
 static bool clean_synced(struct oa_file *f)
 {
 	struct oa_slot s;
-	unsigned char me[16];
 	return oa_slot_read1(f->cfd, OA_ID_OFF, OA_ID_MAGIC, &s) == 0 &&
 	       s.slot_seq == OA_ID_CLEAN_SYNCED && s.ino == f->ino &&
-	       s.igen == f->igen && oa_boot_id(me) && s.a == oa_get64(me) &&
-	       s.era == oa_get64(me + 8);
-}
-
-static void mark_clean_synced(struct oa_file *f)
-{
-	unsigned char me[16];
-	struct oa_slot s = { .slot_seq = OA_ID_CLEAN_SYNCED, .ino = f->ino,
-			     .igen = f->igen };
-	if (!oa_boot_id(me))
-		return;
-	s.a = oa_get64(me);
-	s.era = oa_get64(me + 8);
-	/* evidence only: a failure leaves the next handle a flush */
-	oa_slot_write(f->cfd, OA_ID_OFF, OA_ID_MAGIC, &s);
+	       s.igen == f->igen && oa_id_this_boot(&s);
 }
 
 int oa_ctl_sync_locked(struct oa_file *f)
@@ -948,8 +948,10 @@ int oa_ctl_sync_locked(struct oa_file *f)
 		return -1;
 	if (!in_use) {
 		f->ctl_synced = true;
+		/* evidence only: a failure leaves the next handle a flush
+		 * (without a boot id it is never taken for evidence) */
 		if (size == OA_CLEAN_SIZE && f->cfd_rw)
-			mark_clean_synced(f);
+			identity_write(f, OA_ID_CLEAN_SYNCED, true);
 		return 0;
 	}
 	/* Under COMMIT, the live area is as read above (a flush that

@@ -405,6 +405,8 @@ void oa_ctl_mark_synced(struct oa_file *f, struct oa_live *l);
 /* Write the control file's identity (F's inode); IN_USE: with this boot's
  * id (it left the clean state in this boot), else without (clean). */
 int oa_ctl_identity(struct oa_file *f, bool in_use);
+/* Does identity S carry this boot's id (a, era)? */
+bool oa_id_this_boot(const struct oa_slot *s);
 int oa_live_read(struct oa_file *f, struct oa_live *l);
 /* Map the live area, once the handle holds OPEN (the last handle cuts the
  * control file back under the mapping otherwise) and the file is in use. */

@@ -177,6 +177,17 @@ static int take_j0(struct oa_file *f)
 	return 1;
 }
 
+/* A journal found by name may be written: ours or root's, and no wider
+ * than the file (one wider, ours, is narrowed: whatever it holds is
+ * checkpointed before reuse), and under one name only (oa_multi_linked). */
+static bool usable(struct oa_file *f, int fd)
+{
+	if (oa_check_safe(f, fd) < 0 &&
+	    (errno != EPERM || oa_narrow(f, fd) < 0))
+		return false;
+	return !oa_multi_linked(fd);
+}
+
 /* Take an extra journal file, .NAME.oaj-K (K >= 1), making one if none is
  * free.  0 or -1.
  *
@@ -238,17 +249,11 @@ static int take_extra(struct oa_file *f, bool *fresh_out)
 					* library): look again */
 				continue;
 			}
-			if (fd >= 0 && ((oa_check_safe(f, fd) < 0 &&
-					 (errno != EPERM ||
-					  oa_narrow(f, fd) < 0)) ||
-					oa_multi_linked(fd))) {
+			if (fd >= 0 && !usable(f, fd)) {
 				oa_xclose(fd);
 				continue;
 			}
-		} else if (fd >= 0 && ((oa_check_safe(f, fd) < 0 &&
-					(errno != EPERM ||
-					 oa_narrow(f, fd) < 0)) ||
-				       oa_multi_linked(fd))) {
+		} else if (fd >= 0 && !usable(f, fd)) {
 			/* Someone else's, or another file's under a second
 			 * name (a hard link planted here): skipped.  Ours,
 			 * wider than the file now (the file was chmod-ed), is

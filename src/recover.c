@@ -809,10 +809,8 @@ static int scan_from_ckpt(struct oa_file *f, struct scan *S)
 		 * (identity a, era: its boot id).  In that boot nothing of it
 		 * can be missing but by damage: the disk has it, and so does
 		 * the page cache a kill leaves. */
-		unsigned char me[16];
 		this_boot = id.slot_seq != OA_ID_CLEAN_SYNCED &&
-			    oa_boot_id(me) && oa_get64(me) == id.a &&
-			    oa_get64(me + 8) == id.era;
+			    oa_id_this_boot(&id);
 	}
 	r = oa_ctl_read_ckpt(f, &S->cckpt, &S->fctl);
 	if (r < 0) {
