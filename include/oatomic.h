@@ -238,6 +238,13 @@ int oa_ftruncate(oa_file *f, off_t length);
  * (pending changes included).  Returns 0 or -1: EIO, EUCLEAN. */
 int oa_fstat(oa_file *f, struct stat *st);
 
+/* oa_fsize - the file's size as the handle sees it (pending changes
+ * included), oa_fstat's st_size, into *SIZE, without asking for the
+ * timestamps (which, on Linux 6.13 and later, makes the file's next change
+ * take a fine-grained time: see oa_fstat(3)).  Returns 0 or -1: EFAULT,
+ * EIO, EUCLEAN. */
+int oa_fsize(oa_file *f, off_t *size);
+
 /*
  * oa_mmap - map LENGTH bytes of the file from OFFSET (a multiple of the page
  * size) into memory, as mmap(2) with MAP_SHARED would, except that stores

@@ -439,15 +439,18 @@ static int x_sync(sqlite3_file *file, int flags)
 static int x_file_size(sqlite3_file *file, sqlite3_int64 *size)
 {
 	ofile *o = (ofile *)file;
-	struct stat st;
+	off_t n;
 	int rc;
 	if (o->wb_len && (rc = wb_flush(o)) != SQLITE_OK)
 		return rc;
-	if (oa_fstat(o->f, &st) < 0) {
+	/* The size alone: SQLite asks at the start of every transaction,
+	 * and a full fstat would make the next commit's apply stamp the
+	 * file with a fine-grained time (oa_fsize(3)). */
+	if (oa_fsize(o->f, &n) < 0) {
 		int e = errno;
 		return report(o, sqerr(e, SQLITE_IOERR_FSTAT), "size of", e);
 	}
-	*size = st.st_size;
+	*size = n;
 	return SQLITE_OK;
 }
 

@@ -151,7 +151,7 @@ static struct oa_gc *join(struct oa_file *f, const struct oa_gc_ops *ops)
 
 	if (f->gc)
 		return f->gc;
-	if (oa_sys->fstat(f->dfd, &d) < 0)
+	if (oa_xfstat(f->dfd, &d) < 0)
 		return NULL;
 	pthread_mutex_lock(&g_lock);
 	for (g = g_list; g; g = g->next)

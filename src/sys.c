@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/ioctl.h>
+#include <sys/sysmacros.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -247,7 +248,8 @@ int oa_pwrite_full(int fd, const void *buf, size_t n, off_t off)
 {
 	const char *p = buf;
 	while (n > 0) {
-		ssize_t r = oa_xpwrite(fd, p, n, off);
+		ssize_t r = oa_xpwrite(fd, p, n < OA_WRITE_MAX ? n : OA_WRITE_MAX,
+				       off);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -273,7 +275,25 @@ int oa_pwritev_full(int fd, const struct iovec *iov, int cnt, off_t off)
 		struct iovec *v = local;
 		int vn = n;
 		while (vn > 0) {
-			ssize_t w = oa_xpwritev(fd, v, vn, off);
+			/* At most OA_WRITE_MAX bytes a call: the first iovecs,
+			 * the last of them cut short for the call. */
+			struct iovec cut;
+			size_t sum = 0;
+			int k = 0;
+			while (k < vn && sum + v[k].iov_len <= OA_WRITE_MAX)
+				sum += v[k++].iov_len;
+			ssize_t w;
+			if (k == vn || (k > 0 && sum == OA_WRITE_MAX)) {
+				w = oa_xpwritev(fd, v, k, off);
+			} else if (k > 0) {
+				cut = v[k];
+				v[k].iov_len = OA_WRITE_MAX - sum;
+				w = oa_xpwritev(fd, v, k + 1, off);
+				v[k] = cut;
+			} else {
+				cut = (struct iovec){ v->iov_base, OA_WRITE_MAX };
+				w = oa_xpwritev(fd, &cut, 1, off);
+			}
 			if (w < 0) {
 				if (errno == EINTR)
 					continue;
@@ -395,8 +415,39 @@ int oa_xftruncate(int fd, off_t len)
 	return r;
 }
 
+int oa_xfstat_all(int fd, struct stat *st)
+{
+	return oa_sys->fstat(fd, st);
+}
+
+/* What fstat gives but the timestamps (zero), for the reasons said at
+ * oa_xstatx: the library asks its files' identity, type, owner, mode,
+ * links and size at every open and at several places of a commit. */
 int oa_xfstat(int fd, struct stat *st)
 {
+	const unsigned want = OA_STATX_TYPE | OA_STATX_MODE | OA_STATX_NLINK |
+			      OA_STATX_UID | OA_STATX_GID | OA_STATX_INO |
+			      OA_STATX_SIZE | OA_STATX_BLOCKS;
+	struct oa_statx sx;
+	if (oa_xstatx(fd, want, &sx) == 0) {
+		if ((sx.stx_mask & want) == want) {
+			memset(st, 0, sizeof(*st));
+			st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+			st->st_ino = (ino_t)sx.stx_ino;
+			st->st_mode = sx.stx_mode;
+			st->st_nlink = sx.stx_nlink;
+			st->st_uid = sx.stx_uid;
+			st->st_gid = sx.stx_gid;
+			st->st_rdev = makedev(sx.stx_rdev_major,
+					      sx.stx_rdev_minor);
+			st->st_size = (off_t)sx.stx_size;
+			st->st_blksize = (blksize_t)sx.stx_blksize;
+			st->st_blocks = (blkcnt_t)sx.stx_blocks;
+			return 0;
+		}
+	} else if (errno != ENOSYS && errno != EPERM) {
+		return -1;
+	}
 	return oa_sys->fstat(fd, st);
 }
 

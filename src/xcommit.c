@@ -146,7 +146,7 @@ static void publish(struct oa_file *f, int i)
 	struct stat st;
 	s->nops = (uint16_t)n;
 	s->jidx = (uint16_t)f->jidx;
-	s->jino = f->jidx == 0 || oa_sys->fstat(f->jfd, &st) < 0
+	s->jino = f->jidx == 0 || oa_xfstat(f->jfd, &st) < 0
 			  ? 0 : (uint64_t)st.st_ino;
 	atomic_store(&s->seq, 0);
 	atomic_store(&s->state, OA_XS_PUB);   /* (seq_cst: after the fields) */
@@ -217,7 +217,7 @@ static int journal_fd(struct oa_file *f, const struct oa_xslot *s)
 	    (fd = oa_xopenat(f->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
 			     0)) < 0)
 		return -1;
-	if (oa_sys->fstat(fd, &st) < 0 || (uint64_t)st.st_ino != s->jino) {
+	if (oa_xfstat(fd, &st) < 0 || (uint64_t)st.st_ino != s->jino) {
 		oa_xclose(fd);
 		errno = ESTALE;
 		return -1;

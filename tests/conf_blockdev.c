@@ -216,6 +216,9 @@ static void test_basic(const char *dev, const char *img)
 	CHECK(r[0] == 0 && r[8191] == 0);            /* pending: unseen */
 	CHECK_OK(oa_fstat(f, &st));
 	CHECK_EQ(st.st_size, (off_t)DEV_MB << 20);
+	off_t sz;
+	CHECK_OK(oa_fsize(f, &sz));
+	CHECK_EQ(sz, (off_t)DEV_MB << 20);
 	CHECK_ERR(oa_ftruncate(f, 4096), EINVAL);
 	CHECK_ERR(oa_pwrite(f, b, sizeof(b), ((off_t)DEV_MB << 20) - 4096),
 		  ENOSPC);

@@ -251,6 +251,12 @@ static void test_handle_errors(void)
 	CHECK_OK(oa_fstat(w, &st));             /* fstat needs no read access */
 	CHECK_EQ(st.st_size, sizeof(b));
 	CHECK_OK(oa_fstat(r, &st));
+	off_t sz;
+	CHECK_OK(oa_fsize(w, &sz));             /* nor does the size */
+	CHECK_EQ(sz, (off_t)sizeof(b));
+	CHECK_ERR(oa_fsize(r, NULL), EFAULT);
+	CHECK_ERR(oa_fsize(NULL, &sz), EBADF);
+	CHECK_ERR(oa_fstat(r, NULL), EFAULT);
 	CHECK_OK(oa_commit(r));                 /* nothing to commit */
 
 	/* Negative offsets and lengths. */

@@ -44,6 +44,8 @@ static int child_uses(void *arg)
 	CHECK_ERR(oa_pwrite(f, "cccccccc", LEN, 0), EBADF);
 	CHECK_ERR(oa_ftruncate(f, 0), EBADF);
 	CHECK_ERR(oa_fstat(f, &st), EBADF);
+	off_t sz;
+	CHECK_ERR(oa_fsize(f, &sz), EBADF);
 	CHECK_ERR(oa_commit(f), EBADF);
 	CHECK_ERR(oa_abort(f), EBADF);
 	CHECK_OK(oa_close(f));

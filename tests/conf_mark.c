@@ -93,6 +93,10 @@ static void test_lifecycle(void)
 	CHECK_OK(oa_fstat(f, &st));
 	CHECK(oa__fast(f));
 	CHECK_EQ(st.st_size, (off_t)sizeof(buf));
+	off_t sz;
+	CHECK_OK(oa_fsize(f, &sz));
+	CHECK(oa__fast(f));
+	CHECK_EQ(sz, (off_t)sizeof(buf));
 	struct oa_ioinfo io = { .size = sizeof(io) };
 	CHECK_OK(oa_ioinfo(f, &io));
 	CHECK(!oa__fast(f));

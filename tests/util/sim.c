@@ -92,6 +92,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "oatomic-private.h"
@@ -1723,6 +1724,8 @@ static int s_statx(int dirfd, const char *path, int flags, unsigned mask,
 	sx->stx_mask = STATX_BASIC_STATS;
 	sx->stx_blksize = 4096;
 	sx->stx_nlink = 1;
+	sx->stx_dev_major = major(0x5157);   /* fill_stat's st_dev */
+	sx->stx_dev_minor = minor(0x5157);
 	sx->stx_uid = i->uid;
 	sx->stx_gid = i->gid;
 	sx->stx_mode = (uint16_t)((i->dir ? S_IFDIR : S_IFREG) | i->mode);

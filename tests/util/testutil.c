@@ -437,6 +437,12 @@ void tu_check_oa_view(const char *file, int line, oa_file *f,
 	if ((size_t)st.st_size != n)
 		tu_fail(file, line, 0, "oa_fstat size %lld, want %zu",
 			(long long)st.st_size, n);
+	off_t sz = -1;
+	if (oa_fsize(f, &sz) != 0)
+		tu_fail(file, line, errno, "oa_fsize");
+	if ((size_t)sz != n)
+		tu_fail(file, line, 0, "oa_fsize %lld, want %zu",
+			(long long)sz, n);
 	got = tu_malloc(n + 1);
 	if (n)
 		tu_oa_pread_at(file, line, f, got, n, 0);
