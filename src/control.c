@@ -1055,10 +1055,15 @@ int oa_unmark(struct oa_file *f)
 {
 	if (f->blkdev || MUTANT(55))
 		return 0;
+	/* The commit removes it, then its apply would again: once per hold
+	 * of COMMIT is enough, since only a holder of COMMIT sets it. */
+	if (f->unmarked && oa_holds_excl(f, OA_LOCK_COMMIT))
+		return 0;
 	/* (ENODATA, no mark: a system call that changes nothing) */
 	if (oa_xfremovexattr(f->tfd, OA_MARK_XATTR) < 0 && errno != ENODATA &&
 	    errno != ENOTSUP && errno != ENOSYS)
 		return -1;
+	f->unmarked = oa_holds_excl(f, OA_LOCK_COMMIT);
 	return 0;
 }
 

@@ -42,6 +42,9 @@ struct oa_file {
 	/* the locks this handle holds on f->cfd (oa_ctl_lock): two bits per
 	 * lock byte, 1 shared, 2 exclusive; 0 when oa_ctl_open sets cfd */
 	unsigned held;
+	bool unmarked;           /* the clean mark removed in this hold of
+				  * COMMIT (oa_unmark): only a holder of
+				  * COMMIT sets it, so once is enough */
 	unsigned char *live;  /* the live area, mapped shared (NULL: use I/O) */
 	bool live_tried;      /* a reader mapped it once it found it in use
 			       * (file.c, read_lock), or tried to */
@@ -199,11 +202,20 @@ struct oa_file {
 #define OA_ASSERT(c) ((void)0)
 #endif
 
+/* Planted bugs (tests/mutants.sh; the list at the end of this file). */
+#ifndef OA_MUTANT
+#define OA_MUTANT 0
+#endif
+#define MUTANT(n) (OA_MUTANT == (n))
+
 /* Lock or unlock BYTE of the control file (oa_lock), keeping f->held. */
 static inline int oa_ctl_lock(struct oa_file *f, int byte, short type,
 			      int wait)
 {
-	int r = oa_lock(f->cfd, byte, type, wait);
+	int r;
+	if (byte == OA_LOCK_COMMIT && !MUTANT(65))
+		f->unmarked = false;
+	r = oa_lock(f->cfd, byte, type, wait);
 	if (r == 0 || type == F_UNLCK) {
 		f->held &= ~(3u << (2 * byte));
 		if (r == 0 && type != F_UNLCK)
@@ -808,9 +820,5 @@ const char *oa_map_tracking(void);
  *  32  mappings: an abort leaves the aborted stores in the mapping (they
  *      go with the next commit)
  */
-#ifndef OA_MUTANT
-#define OA_MUTANT 0
-#endif
-#define MUTANT(n) (OA_MUTANT == (n))
 
 #endif

@@ -133,6 +133,16 @@ static void test_lifecycle(void)
 	CHECK(get_mark(path, b) && memcmp(a, b, MARK_LEN) != 0);
 	memcpy(a, b, MARK_LEN);
 	CHECK(opens_fast(path, O_RDONLY));
+	/* The writer that kept its handle commits again: the commit takes
+	 * away the mark that close put back (in a later hold of COMMIT
+	 * than its first removal). */
+	tu_oa_pwrite(w, "TWO", 3, 0);
+	CHECK_OK(oa_commit(w));
+	CHECK(!get_mark(path, b));
+	memcpy(buf, "TWO", 3);
+	CHECK(!opens_fast(path, O_RDONLY));
+	CHECK(get_mark(path, b) && memcmp(a, b, MARK_LEN) != 0);
+	memcpy(a, b, MARK_LEN);
 	CHECK_OK(oa_close(w));
 	CHECK_OK(oa_close(f));
 	/* Nothing changed since: left as it was. */

@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28, 30-35, 40-50, 52-64)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-35, 40-50, 52-65)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50 52 53 54 55 56 57 58 59 60 61 62 63 64}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50 52 53 54 55 56 57 58 59 60 61 62 63 64 65}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -81,6 +81,7 @@ declare -A what=(
 	[62]="a clean control file taken as flushed without evidence: the kernel and exchange methods write after a cut a crash can undo (I14)"
 	[63]="a handle forgets that its own cut made a hole: a write into it takes no space before the commit point"
 	[64]="a handle trusts what it knew of holes after other handles' commits: the same"
+	[65]="a handle takes the clean mark for removed in a later hold of COMMIT: a mark another handle's close set stays through its commit (M2)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -115,6 +116,7 @@ declare -A tests_of=(
 	[64]="conf_clean"       # a full tmpfs (commit.c reserve_holes)
 	[55]="conf_mark"        # 55-56: readers through the clean mark
 	[56]="conf_mark"        # (src/control.c M1-M3) against one-shot writers
+	[65]="conf_mark"        # and a writer that keeps its handle
 	[59]="conf_xcommit"     # 59-60: a leader of other processes'
 	[60]="conf_xcommit"     # commits killed (src/xcommit.c, X4-X5)
 	[61]="powercut_gcommit.sh"  # members acknowledged before the flush:
