@@ -41,7 +41,7 @@ static int copy_range(struct oa_file *f, int jfd, uint64_t off, uint64_t len,
 int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	     const unsigned char *body)
 {
-	uint64_t size;
+	uint64_t size, rlo = UINT64_MAX, rhi = 0;
 	int r = -1;
 
 	OA_ASSERT(oa_holds_excl(f, OA_LOCK_COMMIT));
@@ -67,6 +67,8 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 				goto out;
 			if (c == 0) {
 				uint64_t tail = off + len - cb;
+				rlo = ca < rlo ? ca : rlo;
+				rhi = cb > rhi ? cb : rhi;
 				if (copy_range(f, jfd, cb, tail,
 					       joff + (cb - off)) < 0)
 					goto out;
@@ -95,6 +97,9 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	r = 0;
 out:
 	oa_apply_unlock(f);
+	if (r == 0 && rhi > rlo)   /* OA_REFILL_MAX */
+		oa_xprefetch(f->tfd, rlo, rhi - rlo < OA_REFILL_MAX
+					  ? rhi - rlo : OA_REFILL_MAX);
 	return r;
 }
 

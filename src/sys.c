@@ -65,6 +65,11 @@ static int linux_drop(int fd, off_t off, off_t len)
 	return posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED);
 }
 
+static int linux_prefetch(int fd, off_t off, off_t len)
+{
+	return posix_fadvise(fd, off, len, POSIX_FADV_WILLNEED);
+}
+
 const struct oa_sysops oa_sys_linux = {
 	.openat = linux_openat,
 	.close = close,
@@ -93,6 +98,7 @@ const struct oa_sysops oa_sys_linux = {
 	.munmap = munmap,
 	.writeback = linux_writeback,
 	.drop = linux_drop,
+	.prefetch = linux_prefetch,
 	.fgetxattr = fgetxattr,
 	.fsetxattr = fsetxattr,
 	.fremovexattr = fremovexattr,
@@ -388,6 +394,18 @@ void oa_xdrop(int fd, uint64_t off, uint64_t len)
 	int e = errno;
 	if (oa_sys->drop)
 		oa_sys->drop(fd, (off_t)off, (off_t)len);
+	errno = e;
+}
+
+void oa_xprefetch(int fd, uint64_t off, uint64_t len)
+{
+	int e = errno;
+	/* In steps of 2 MiB: the kernel reads at most the device's
+	 * readahead window (read_ahead_kb, here 2.5 MiB) per call. */
+	for (uint64_t d = 0; oa_sys->prefetch && d < len; d += 2u << 20)
+		oa_sys->prefetch(fd, (off_t)(off + d),
+				 (off_t)(len - d < (2u << 20) ? len - d
+							     : 2u << 20));
 	errno = e;
 }
 

@@ -182,6 +182,10 @@ struct oa_sysops {
 	 * clean: posix_fadvise(POSIX_FADV_DONTNEED).  A hint about memory only
 	 * (the bytes stay in the file); a simulator leaves it NULL. */
 	int (*drop)(int fd, off_t off, off_t len);
+	/* Start reading [off, off + len) of a file into the page cache and
+	 * wait for nothing: posix_fadvise(POSIX_FADV_WILLNEED).  A hint about
+	 * timing only; a simulator leaves it NULL. */
+	int (*prefetch)(int fd, off_t off, off_t len);
 	/* fgetxattr(2) / fsetxattr(2): where a file's journals live is
 	 * recorded on the file itself (home.c).  A simulator may leave them
 	 * NULL: the library then finds journals by the file's name. */
@@ -252,6 +256,9 @@ int oa_xfdatasync(int fd);
 void oa_xwriteback(int fd, uint64_t off, uint64_t len);
 /* The page-cache drop hint; errors ignored. */
 void oa_xdrop(int fd, uint64_t off, uint64_t len);
+/* Start reading [OFF, OFF + LEN) of FD into the page cache (a hint; errno
+ * kept). */
+void oa_xprefetch(int fd, uint64_t off, uint64_t len);
 /* Big writes in flight: oa_wb_note() records that [OFF, OFF + LEN) of FD was
  * written and, once OA_WB_CHUNK bytes have gathered, starts their writeback,
  * so that the disk works while the caller copies the next bytes and the
