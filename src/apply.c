@@ -97,9 +97,8 @@ int oa_apply(struct oa_file *f, int jfd, const struct oa_commit_hdr *ch,
 	r = 0;
 out:
 	oa_apply_unlock(f);
-	if (r == 0 && rhi > rlo && rhi - rlo >= OA_REFILL_MIN)
-		oa_xprefetch(f->tfd, rlo, rhi - rlo < OA_REFILL_MAX
-					  ? rhi - rlo : OA_REFILL_MAX);
+	if (r == 0 && rhi > rlo)
+		oa_refill(f->tfd, rlo, rhi - rlo);   /* after APPLY */
 	return r;
 }
 

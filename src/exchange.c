@@ -311,9 +311,8 @@ int oa_commit_exchange(struct oa_file *f)
 	int xr = oa_xioctl(f->tfd, OA_XFS_IOC_EXCHANGE_RANGE, &x);
 	int e2 = errno;
 	oa_apply_unlock(f);
-	if (xr == 0 && hi - lo >= OA_REFILL_MIN)   /* OA_REFILL_MAX */
-		oa_xprefetch(f->tfd, lo, hi - lo < OA_REFILL_MAX
-					 ? hi - lo : OA_REFILL_MAX);
+	if (xr == 0)
+		oa_refill(f->tfd, lo, hi - lo);
 	if (xr == 0) {
 		/* The shadow now holds the old blocks: oa_txn_drop gives them
 		 * back. */

@@ -36,6 +36,13 @@
 #define OA_REFILL_MAX (64ull << 20)
 #define OA_REFILL_MIN (4ull << 20)
 
+/* The read-back of LEN bytes at OFF of FD a commit remapped (above). */
+static inline void oa_refill(int fd, uint64_t off, uint64_t len)
+{
+	if (len >= OA_REFILL_MIN)
+		oa_xprefetch(fd, off, len < OA_REFILL_MAX ? len : OA_REFILL_MAX);
+}
+
 struct oa_gref;
 
 struct oa_file {

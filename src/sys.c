@@ -289,7 +289,7 @@ int oa_pwritev_full(int fd, const struct iovec *iov, int cnt, off_t off)
 			while (k < vn && sum + v[k].iov_len <= OA_WRITE_MAX)
 				sum += v[k++].iov_len;
 			ssize_t w;
-			if (k == vn || (k > 0 && sum == OA_WRITE_MAX)) {
+			if (k == vn) {
 				w = oa_xpwritev(fd, v, k, off);
 			} else if (k > 0) {
 				cut = v[k];
