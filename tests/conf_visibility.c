@@ -261,12 +261,15 @@ static void test_torn_reads(const char *path)
 	tu_fill_stamp(buf, FILE_LEN, STAMP(0));
 	tu_write_file(torn_path, buf, FILE_LEN, 0644);
 
-	for (i = 0; i < NTHREADS; i++)
-		CHECK_OK(pthread_create(&th[i], NULL, reader_thread,
-					(void *)(intptr_t)i));
+	/* The processes first: a fork beside running threads can leave the
+	 * child a lock another thread held (the sanitizers' allocator is not
+	 * fork-safe: the child waited for ever under ASan). */
 	g_parent = getpid();
 	for (i = 0; i < NPROCS; i++)
 		pid[i] = tu_fork(reader_proc, (void *)(intptr_t)(NTHREADS + i));
+	for (i = 0; i < NTHREADS; i++)
+		CHECK_OK(pthread_create(&th[i], NULL, reader_thread,
+					(void *)(intptr_t)i));
 	for (i = 0; i < NREADERS; i++)
 		while (!sh->started[i] && !sh->failed)
 			usleep(1000);
