@@ -626,10 +626,35 @@ uint64_t tu_seed(void)
 
 /* ---- processes ----------------------------------------------------------- */
 
+/* The threads of this process (the entries of /proc/self/task); 0 when
+ * they cannot be counted. */
+static int threads_now(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
 pid_t tu_fork(int (*fn)(void *), void *arg)
 {
 	pid_t pid;
 
+	/* The sanitizers' allocator is not fork-safe: a child forked while
+	 * another thread holds its lock waits for ever at its first
+	 * allocation (CI's ASan pass timed out so).  A test forks its
+	 * processes before it starts threads; say so where one does not. */
+	if (TU_ASAN && threads_now() > 1)
+		tu_fail(__FILE__, __LINE__, 0, "tu_fork beside %d running "
+			"threads under the sanitizers: the child may hang; "
+			"fork before starting threads", threads_now() - 1);
 	fflush(stdout);
 	fflush(stderr);
 	pid = fork();
