@@ -311,9 +311,8 @@ int oa_commit_exchange(struct oa_file *f)
 	int xr = oa_xioctl(f->tfd, OA_XFS_IOC_EXCHANGE_RANGE, &x);
 	int e2 = errno;
 	oa_apply_unlock(f);
-	if (xr == 0)
-		oa_refill(f->tfd, lo, hi - lo);
 	if (xr == 0) {
+		oa_refill(f->tfd, lo, hi - lo);
 		/* The shadow now holds the old blocks: oa_txn_drop gives them
 		 * back. */
 		oa_txn_drop(f);

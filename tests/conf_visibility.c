@@ -261,9 +261,7 @@ static void test_torn_reads(const char *path)
 	tu_fill_stamp(buf, FILE_LEN, STAMP(0));
 	tu_write_file(torn_path, buf, FILE_LEN, 0644);
 
-	/* The processes first: a fork beside running threads can leave the
-	 * child a lock another thread held (the sanitizers' allocator is not
-	 * fork-safe: the child waited for ever under ASan). */
+	/* The processes first, then the threads (tu_fork's rule). */
 	g_parent = getpid();
 	for (i = 0; i < NPROCS; i++)
 		pid[i] = tu_fork(reader_proc, (void *)(intptr_t)(NTHREADS + i));

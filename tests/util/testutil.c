@@ -651,10 +651,11 @@ pid_t tu_fork(int (*fn)(void *), void *arg)
 	 * another thread holds its lock waits for ever at its first
 	 * allocation (CI's ASan pass timed out so).  A test forks its
 	 * processes before it starts threads; say so where one does not. */
-	if (TU_ASAN && threads_now() > 1)
+	int nt = TU_ASAN ? threads_now() : 1;
+	if (nt > 1)
 		tu_fail(__FILE__, __LINE__, 0, "tu_fork beside %d running "
 			"threads under the sanitizers: the child may hang; "
-			"fork before starting threads", threads_now() - 1);
+			"fork before starting threads", nt - 1);
 	fflush(stdout);
 	fflush(stderr);
 	pid = fork();
