@@ -8,7 +8,9 @@
  *   - a failed flush loses its writes, and the next flush returns 0;
  *   - RWF_DSYNC is durable at once; RWF_ATOMIC is never torn;
  *   - a clone range and an exchange are all or nothing, durable after a
- *     flush (an exchange's two sides together);
+ *     flush (an exchange's two sides together); an exchange of file1's
+ *     written blocks (FILE1_WRITTEN) leaves file2 alone where file1 has a
+ *     hole; one to EOF exchanges the files' sizes too;
  *   - unknown ioctls fail with ENOTTY.
  */
 #include <linux/fs.h>
@@ -156,6 +158,70 @@ int main(void)
 	CHECK_OK(S->fsync(f));
 	cuts("/d/y", 4096, 0, 'd', &hit, &all, &absent);
 	CHECK(hit == all);
+
+	/* an exchange of file1's written blocks (FILE1_WRITTEN): its holes
+	 * leave file2 alone, its written blocks move, zeros too; all or
+	 * nothing, durable after a flush */
+	int t = S->openat(d, "t", O_RDWR | O_CREAT | O_EXCL, 0644);
+	int z = S->openat(d, "z", O_RDWR | O_CREAT | O_EXCL, 0600);
+	CHECK(t >= 0 && z >= 0);
+	memset(b, 'o', sizeof(b));
+	for (int k = 0; k < 3; k++)
+		CHECK_EQ(S->pwrite(t, b, 4096, 4096 * k), 4096);
+	CHECK_OK(S->ftruncate(z, 12288));
+	memset(b, 0, sizeof(b));
+	CHECK_EQ(S->pwrite(z, b, 4096, 4096), 4096);
+	memset(b, 'w', sizeof(b));
+	CHECK_EQ(S->pwrite(z, b, 4096, 8192), 4096);
+	CHECK_OK(S->fsync(t));
+	CHECK_OK(S->fsync(z));
+	CHECK_OK(S->fsync(d));
+	x = (struct xchg){ .file1_fd = z, .length = 12288,
+			   .flags = 1ull << 3 /* FILE1_WRITTEN */ };
+	CHECK_OK(S->ioctl(t, XCHG_IOC, &x));
+	cuts("/d/t", 12288, 0, 'o', &hit, &all, &absent);
+	CHECK(all == 2 && hit == 2);
+	cuts("/d/t", 12288, 4096, 0, &hit, &all, &absent);
+	CHECK(all == 2 && hit == 1);
+	cuts("/d/t", 12288, 8192, 'w', &hit, &all, &absent);
+	CHECK(all == 2 && hit == 1);
+	cuts("/d/t", 12288, 4096, 'o', &hit, &all, &absent);
+	CHECK(all == 2 && hit == 1);
+	CHECK_OK(S->fsync(t));
+	cuts("/d/t", 12288, 0, 'o', &hit, &all, &absent);
+	CHECK(hit == all);
+	cuts("/d/t", 12288, 4096, 0, &hit, &all, &absent);
+	CHECK(hit == all);
+	cuts("/d/t", 12288, 8192, 'w', &hit, &all, &absent);
+	CHECK(hit == all);
+	/* ... together with TO_EOF: not modelled, refused */
+	x.flags = (1ull << 3) | 1;
+	CHECK_ERR(S->ioctl(t, XCHG_IOC, &x), EINVAL);
+
+	/* an exchange to EOF from offset 0: the two files' contents and
+	 * sizes, whatever the lengths, all or nothing; DSYNC: durable */
+	CHECK_OK(S->ftruncate(z, 0));
+	memset(b, 'q', sizeof(b));
+	CHECK_EQ(S->pwrite(z, b, 64, 0), 64);
+	x = (struct xchg){ .file1_fd = z, .flags = 1 /* TO_EOF */ };
+	CHECK_OK(S->ioctl(t, XCHG_IOC, &x));
+	struct stat st;
+	CHECK_OK(S->fstat(t, &st));
+	CHECK_EQ(st.st_size, 64);
+	CHECK_OK(S->fstat(z, &st));
+	CHECK_EQ(st.st_size, 12288);
+	cuts("/d/t", 64, 0, 'q', &hit, &all, &absent);
+	CHECK(hit > 0 && hit < all);
+	cuts("/d/t", 12288, 0, 'o', &hit, &all, &absent);
+	CHECK(hit > 0 && hit < all);
+	x.flags = 1 | 2;    /* TO_EOF | DSYNC: back, durable on return */
+	CHECK_OK(S->ioctl(t, XCHG_IOC, &x));
+	cuts("/d/t", 12288, 8192, 'w', &hit, &all, &absent);
+	CHECK(hit == all);
+	CHECK_OK(S->fstat(z, &st));
+	CHECK_EQ(st.st_size, 64);
+	CHECK_OK(S->close(z));
+	CHECK_OK(S->close(t));
 
 	/* unknown ioctls */
 	CHECK_ERR(S->ioctl(f, _IO('Z', 1), NULL), ENOTTY);

@@ -73,6 +73,13 @@
  * A blocking lock that would wait fails with EDEADLK: in one process nobody
  * could ever release it.
  *
+ * An exchange moves the two ranges (one unit, both sides); with
+ * FILE1_WRITTEN only the blocks file1 has written (a page a write touched,
+ * even with zeros; a hole or a page a truncate dropped is not written)
+ * move and file2 keeps its bytes over file1's holes; with TO_EOF each file
+ * from its offset to its end, whatever the two lengths, and each takes the
+ * other's size (from offset 0: a whole file's contents and size).
+ *
  * Simplifications: RWF_DSYNC and an exchange's DSYNC flag flush the whole
  * file's log (as fdatasync) rather than only that range; timestamps are not
  * kept; permissions are not checked; fallocate reserves nothing (ENOSPC
@@ -312,6 +319,12 @@ struct op {
 	unsigned char *data;  /* NULL: zeros */
 	uint64_t group;       /* exchange: both sides share it (0: none) */
 	uint64_t ino2;        /* exchange: the other file */
+	uint64_t *runs;       /* exchange of written ranges: NRUNS pairs
+			       * { offset, length }; only they change (DATA
+			       * spans [off, off + len)) */
+	size_t nruns;
+	bool setsize;         /* exchange to EOF: the size becomes SIZE2 */
+	uint64_t size2;
 };
 
 static struct op *op_new(int kind)
@@ -326,6 +339,7 @@ static void op_put(struct op *o)
 {
 	if (o && --o->ref == 0) {
 		free(o->data);
+		free(o->runs);
 		free(o);
 	}
 }
@@ -336,9 +350,30 @@ static void op_apply(struct img *m, const struct op *o)
 		img_trunc(m, o->size);
 		return;
 	}
+	if (o->nruns) {
+		for (size_t k = 0; k < o->nruns; k++) {
+			uint64_t a = o->runs[2 * k], n = o->runs[2 * k + 1];
+			img_put(m, a, o->data ? o->data + (a - o->off) : NULL, n);
+			if (a + n > m->size)
+				m->size = a + n;
+		}
+		return;
+	}
 	img_put(m, o->off, o->data, o->len);
 	if (o->off + o->len > m->size)
 		m->size = o->off + o->len;
+	if (o->setsize)
+		img_trunc(m, o->size2);
+}
+
+/* Written bytes of a page cache image are blocks of the file, even zeros:
+ * a page is made for every page a write touches (an exchange of written
+ * ranges, FILE1_WRITTEN, moves those and leaves holes alone). */
+static void img_mark(struct img *m, uint64_t off, uint64_t len)
+{
+	for (uint64_t p = off / PG; len && p <= (off + len - 1) / PG; p++)
+		if (p >= m->np || !m->pg[p])
+			img_wpage(m, (size_t)p);
 }
 
 /* ---- inodes, directories ---- */
@@ -1071,6 +1106,7 @@ static ssize_t do_write(int fd, const unsigned char *buf, size_t n, off_t off,
 		memcpy(w->data, buf, n);
 	}
 	op_apply(&i->vol, w);
+	img_mark(&i->vol, w->off, w->len);
 	log_add(i, w);
 	if (rwf & (RWF_DSYNC | RWF_SYNC))
 		flush_file(cur, i);
@@ -1619,43 +1655,107 @@ static int do_exchange(struct oa_xfs_exchange_range *x, int fd2)
 		errno = EBADF;
 		return -1;
 	}
-	if (x->flags & ~(OA_XFS_EXCHANGE_TO_EOF | OA_XFS_EXCHANGE_DSYNC | OA_XFS_EXCHANGE_DRY_RUN)) {
+	bool to_eof = x->flags & OA_XFS_EXCHANGE_TO_EOF;
+	bool written = x->flags & OA_XFS_EXCHANGE_FILE1_WRITTEN;
+	if ((x->flags & ~(OA_XFS_EXCHANGE_TO_EOF | OA_XFS_EXCHANGE_DSYNC |
+			  OA_XFS_EXCHANGE_DRY_RUN |
+			  OA_XFS_EXCHANGE_FILE1_WRITTEN)) ||
+	    (to_eof && written)) {   /* the two together: not modelled */
 		errno = EINVAL;
 		return -1;
 	}
-	uint64_t len = x->length;
-	if (x->flags & OA_XFS_EXCHANGE_TO_EOF)
-		len = a->vol.size > x->file1_offset ? a->vol.size - x->file1_offset : 0;
 	uint64_t o1o = x->file1_offset, o2o = x->file2_offset;
-	if (o1o % PG || o2o % PG || o1o + len > a->vol.size ||
-	    o2o + len > b->vol.size ||
-	    (len % PG && (o1o + len != a->vol.size || o2o + len != b->vol.size))) {
+	uint64_t len = x->length, lena, lenb;
+	if (to_eof) {
+		/* Each file from its offset to its end, whatever the two
+		 * lengths: each gets the other's bytes and size (a whole
+		 * file's contents and size, from offset 0). */
+		if (o1o % PG || o2o % PG || o1o > a->vol.size ||
+		    o2o > b->vol.size) {
+			errno = EINVAL;
+			return -1;
+		}
+		lena = a->vol.size - o1o;
+		lenb = b->vol.size - o2o;
+	} else if (o1o % PG || o2o % PG || o1o + len > a->vol.size ||
+		   o2o + len > b->vol.size ||
+		   (len % PG && (o1o + len != a->vol.size ||
+				 o2o + len != b->vol.size))) {
 		errno = EINVAL;
 		return -1;
-	}
+	} else
+		lena = lenb = len;
 	if (a == b) {
 		errno = EINVAL;
 		return -1;
 	}
 	if (x->flags & OA_XFS_EXCHANGE_DRY_RUN)
 		return 0;
+	/* FILE1_WRITTEN: only the blocks file1 has written move; its holes
+	 * leave file2 alone. */
+	uint64_t *runs = NULL;
+	size_t nruns = 0;
+	if (written) {
+		runs = xmalloc(sizeof(*runs) * 2 * (len / PG + 2));
+		for (uint64_t p = o1o / PG; p * PG < o1o + len; p++) {
+			if (p >= a->vol.np || !a->vol.pg[p])
+				continue;
+			uint64_t s0 = p * PG, e0 = s0 + PG < o1o + len
+				? s0 + PG : o1o + len;
+			if (nruns && runs[2 * nruns - 2] + runs[2 * nruns - 1] == s0)
+				runs[2 * nruns - 1] += e0 - s0;
+			else {
+				runs[2 * nruns] = s0;
+				runs[2 * nruns + 1] = e0 - s0;
+				nruns++;
+			}
+		}
+		if (!nruns) {
+			free(runs);
+			if (x->flags & OA_XFS_EXCHANGE_DSYNC)
+				flush_file(cur, b);
+			return 0;
+		}
+	}
 	uint64_t g = ++cur->next_group;
 	struct op *wa = op_new(OP_WRITE), *wb = op_new(OP_WRITE);
 	wa->off = o1o;
 	wb->off = o2o;
-	wa->len = wb->len = len;
+	wa->len = lenb;
+	wb->len = lena;
 	wa->size = a->vol.size;
 	wb->size = b->vol.size;
 	wa->untorn = wb->untorn = true;
-	wa->data = xmalloc(len);
-	wb->data = xmalloc(len);
-	img_get(&b->vol, o2o, wa->data, len);
-	img_get(&a->vol, o1o, wb->data, len);
+	wa->data = xmalloc(lenb ? lenb : 1);
+	wb->data = xmalloc(lena ? lena : 1);
+	img_get(&b->vol, o2o, wa->data, lenb);
+	img_get(&a->vol, o1o, wb->data, lena);
+	if (to_eof) {
+		wa->setsize = wb->setsize = true;
+		wa->size2 = o1o + lenb;
+		wb->size2 = o2o + lena;
+	}
+	if (nruns) {
+		wa->runs = runs;
+		wa->nruns = nruns;
+		wb->runs = xmalloc(sizeof(*runs) * 2 * nruns);
+		wb->nruns = nruns;
+		for (size_t k = 0; k < nruns; k++) {
+			wb->runs[2 * k] = runs[2 * k] - o1o + o2o;
+			wb->runs[2 * k + 1] = runs[2 * k + 1];
+		}
+	}
 	wa->group = wb->group = g;
 	wa->ino2 = b->ino;
 	wb->ino2 = a->ino;
 	op_apply(&a->vol, wa);
 	op_apply(&b->vol, wb);
+	for (size_t k = 0; k < nruns; k++)
+		img_mark(&b->vol, wb->runs[2 * k], wb->runs[2 * k + 1]);
+	if (to_eof) {
+		img_mark(&a->vol, o1o, lenb);
+		img_mark(&b->vol, o2o, lena);
+	}
 	log_add(a, wa);
 	log_add(b, wb);
 	if (x->flags & OA_XFS_EXCHANGE_DSYNC)
