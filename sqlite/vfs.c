@@ -75,9 +75,10 @@
  *       open (or, if a unix-VFS reader is in a transaction then, its first
  *       lock) until its close, each connection holds the FENCE, a lock
  *       on one byte of the range where the unix VFS takes SHARED (a write
- *       lock, each connection on a byte of its own; a read-only connection a
- *       read lock: it keeps writers out, and readers do no harm while no
- *       writer is here).  The unix VFS then gets SQLITE_BUSY on every
+ *       lock, each read-write connection on a byte of its own, never the
+ *       first; the read-only connections a read lock on the first, which
+ *       they share: it keeps unix-VFS writers out, and readers do no harm
+ *       while no writer is here).  The unix VFS then gets SQLITE_BUSY on every
  *       transaction ("database is locked"); its writes, which recovery would
  *       write over, cannot happen.  Not covered: a unix-VFS process writing
  *       while no oatomic connection has the file open, after a crash left a
@@ -323,8 +324,13 @@ static int x_close(sqlite3_file *file)
 	free(o->wb);
 	o->wb = NULL;
 	o->wb_len = 0;
-	if (o->lfd >= 0)
+	if (o->lfd >= 0) {
+		/* Released before the close: a child forked meanwhile shares
+		 * the open file description, whose locks the close alone
+		 * would leave held until the child closes or exits. */
+		ofd(o->lfd, F_OFD_SETLK, F_UNLCK, 0, 0);
 		close(o->lfd);   /* and with it the locks, the fence */
+	}
 	o->lfd = -1;
 	return rc;
 }
@@ -454,8 +460,9 @@ static int x_file_size(sqlite3_file *file, sqlite3_int64 *size)
 	return SQLITE_OK;
 }
 
-/* Q6: one byte of the unix VFS's SHARED range, ours alone (or shared by
- * read-only connections). */
+/* Q6: one byte of the unix VFS's SHARED range, ours alone (or, the first,
+ * shared by the read-only connections: a read-write connection never takes
+ * that one, or a read-only open would find it locked until it closed). */
 static int fence(ofile *o)
 {
 	if (o->fence >= 0)
@@ -470,8 +477,8 @@ static int fence(ofile *o)
 	unsigned start = 0;
 	sqlite3_randomness(sizeof(start), &start);
 	int busy = 0;
-	for (int i = 0; i < SHARED_SIZE; i++) {
-		int b = (int)((start + (unsigned)i) % SHARED_SIZE);
+	for (int i = 0; i < SHARED_SIZE - 1; i++) {
+		int b = 1 + (int)((start + (unsigned)i) % (SHARED_SIZE - 1));
 		int rc = setlk(o, F_WRLCK, UNIX_SHARED_FIRST + b, 1,
 			       SQLITE_IOERR_LOCK);
 		if (rc == SQLITE_OK) {
@@ -488,7 +495,7 @@ static int fence(ofile *o)
 				 F_RDLCK)
 			return SQLITE_BUSY;
 	}
-	return SQLITE_BUSY;   /* 510 connections have it open */
+	return SQLITE_BUSY;   /* 509 connections have it open */
 }
 
 /* SQLite's lock ladder, as its unix VFS climbs it, with OFD locks. */
@@ -739,6 +746,14 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file,
 		       e == EISDIR ? SQLITE_CANTOPEN_ISDIR : SQLITE_CANTOPEN;
 	}
 	o->lfd = open(name, (o->rw ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	if (o->lfd >= 0 && o->lfd <= 2) {
+		/* never a standard descriptor (closed at the start: cron, a
+		 * daemon, `2>&-`): the program's output would land in the
+		 * database */
+		int nfd = fcntl(o->lfd, F_DUPFD_CLOEXEC, 3);
+		close(o->lfd);
+		o->lfd = nfd;
+	}
 	if (o->lfd < 0 || fstat(o->lfd, &a) < 0 || oa_fstat(o->f, &b) < 0 ||
 	    a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
 		/* Renamed over between the two opens. */

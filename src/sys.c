@@ -163,6 +163,15 @@ int oa_xopenat(int dirfd, const char *path, int flags, mode_t mode)
 	do
 		fd = oa_sys->openat(dirfd, path, flags | O_CLOEXEC, mode);
 	while (fd < 0 && errno == EINTR);
+	/* Never a standard descriptor: a program started with 0, 1 or 2
+	 * closed (cron, a daemon, `2>&-`) would print into the file, or
+	 * into the control file, whatever it meant for its output. */
+	if (fd >= 0 && fd <= 2) {
+		int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3), e = errno;
+		oa_sys->close(fd);
+		errno = e;
+		fd = nfd;
+	}
 	return fd;
 }
 

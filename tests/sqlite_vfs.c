@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -317,6 +318,116 @@ static void test_refuse_plain(void)
 		"(idle or reading), and works once it closed");
 }
 
+/* Q6: the read-only connections' fence byte is never a read-write
+ * connection's: with 509 read-write connections open (every other byte of
+ * the range taken), a read-only connection still opens and reads (it
+ * shared the first byte with them by chance, 1 in 510 per connection,
+ * and was locked out until that writer closed). */
+static void test_fence_readonly(void)
+{
+	enum { N = 509 };
+	const char *path = tu_path("fence.db");
+	struct rlimit rl;
+	static sqlite3 *w[N];
+	ts_unlink_db(path);
+	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	if (rl.rlim_max < 8 * N) {
+		tu_note("fence: RLIMIT_NOFILE below %d: not tried", 8 * N);
+		return;
+	}
+	if (rl.rlim_cur < 8 * N) {
+		rl.rlim_cur = 8 * N;
+		CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	}
+	w[0] = open_oa(path);
+	ts_exec(w[0], "CREATE TABLE t(id INTEGER PRIMARY KEY);"
+		"INSERT INTO t VALUES(1)");
+	for (int i = 1; i < N; i++)
+		w[i] = open_with(path, OATOMIC_SQLITE_VFS, SQLITE_OPEN_READWRITE);
+	sqlite3 *r = open_with(path, OATOMIC_SQLITE_VFS, SQLITE_OPEN_READONLY);
+	sqlite3_busy_timeout(r, 0);
+	CHECKF(ts_one_int(r, "SELECT count(*) FROM t") == 1,
+	       "a read-only connection beside %d writers", N);
+	CHECK(sqlite3_close(r) == SQLITE_OK);
+	for (int i = N - 1; i >= 0; i--)
+		CHECK(sqlite3_close(w[i]) == SQLITE_OK);
+	tu_note("a read-only connection opens and reads beside %d read-write "
+		"ones (every other fence byte taken)", N);
+}
+
+/* Q6: a child forked while a connection was open (and never exec'd) does
+ * not keep the unix VFS out after the parent closed the connection. */
+static int sleeper(void *arg)
+{
+	(void)arg;
+	pause();
+	return 0;
+}
+
+static void test_fork_close(void)
+{
+	const char *path = tu_path("forkc.db");
+	ts_unlink_db(path);
+	sqlite3 *db = open_oa(path);
+	ts_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);"
+		 "INSERT INTO t VALUES(1, 'a')");
+	pid_t kid = tu_fork(sleeper, NULL);
+	CHECK(sqlite3_close(db) == SQLITE_OK);
+	int st = tu_run_child(plain_user, (void *)path);
+	kill(kid, SIGKILL);
+	tu_wait(kid);
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "unix VFS after the "
+	       "connection closed, a forked child still alive: %s (want 0)",
+	       tu_status_str(st));
+	tu_note("a forked child keeps no lock of a connection its parent "
+		"closed");
+}
+
+/* Started with the standard descriptors closed (cron, a daemon, `2>&-`):
+ * the connection's descriptors are never 0-2, so what the program then
+ * writes to its standard output and error does not land in the database
+ * or the library's files. */
+static int closed_std(void *arg)
+{
+	const char *path = arg;
+	close(0);
+	close(1);
+	close(2);
+	sqlite3 *db = NULL;
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE,
+			    OATOMIC_SQLITE_VFS) != SQLITE_OK)
+		_exit(3);
+	if (exec_rc(db, "PRAGMA journal_mode=MEMORY; "
+		    "INSERT INTO t VALUES(2, 'b')") != SQLITE_OK)
+		_exit(4);
+	for (int fd = 0; fd <= 2; fd++)
+		if (write(fd, "NOT A DATABASE: what the program printed", 40) > 0)
+			_exit(5);   /* a descriptor 0-2 is open: whose? */
+	if (sqlite3_close(db) != SQLITE_OK)
+		_exit(6);
+	_exit(0);
+}
+
+static void test_closed_std(void)
+{
+	const char *path = tu_path("std.db");
+	ts_unlink_db(path);
+	sqlite3 *db = open_oa(path);
+	ts_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);"
+		 "INSERT INTO t VALUES(1, 'a')");
+	CHECK(sqlite3_close(db) == SQLITE_OK);
+	int st = tu_run_child(closed_std, (void *)path);
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a connection opened "
+	       "with 0-2 closed: %s (5: one of them was the connection's)",
+	       tu_status_str(st));
+	db = open_oa(path);
+	CHECK(ts_one_int(db, "SELECT count(*) FROM t") == 2);
+	ts_integrity_ok(db, "opened with 0-2 closed");
+	CHECK(sqlite3_close(db) == SQLITE_OK);
+	tu_note("with 0-2 closed no descriptor of the connection is a "
+		"standard one; the database is whole");
+}
+
 /* Two connections in one process: SQLite's locks, as between processes. */
 static void test_two_connections(void)
 {
@@ -523,6 +634,9 @@ int main(void)
 	test_spill();
 	test_readers();
 	test_refuse_plain();
+	test_fence_readonly();
+	test_fork_close();
+	test_closed_std();
 	test_two_connections();
 	test_wal();
 	test_errors();
