@@ -1855,9 +1855,17 @@ static int do_dup3(int fd, int nfd, int flags, bool two)
 	if (hidden(nfd))
 		evict(nfd);
 	int rc = 0, e = 0;
-	if (lookup(nfd)) {   /* dup2 closes NFD: a last close, maybe */
+	struct aofd *old = lookup(nfd);
+	if (old) {   /* dup2 closes NFD: a last close, maybe */
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s", old->path ? old->path : "?");
 		rc = forget(nfd);
 		e = errno;
+		/* The program cannot learn it from dup2 (a shell restoring
+		 * its standard output after `cmd > file` makes this the last
+		 * close): said, as at exit. */
+		if (rc < 0)
+			say(path, "the commit at the close dup2 made failed", e);
 	}
 	struct aofd *a = lookup(fd);
 	int r = two ? REAL(dup2)(fd, nfd) : REAL(dup3)(fd, nfd, flags);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/ioctl.h>
@@ -435,7 +436,19 @@ void oa_wb_note(struct oa_wb *w, int fd, uint64_t off, uint64_t len)
 
 int oa_xftruncate(int fd, off_t len)
 {
+	struct rlimit rl;
+	struct stat st;
 	int r;
+	/* Growth past the file size limit (RLIMIT_FSIZE): EFBIG, as
+	 * ftruncate(2) gives, but without the SIGXFSZ it sends first, which
+	 * kills a program that never asked for the library's files (the
+	 * control file's first growth, a journal's). */
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (uint64_t)len > (uint64_t)rl.rlim_cur &&
+	    (oa_sys->fstat(fd, &st) < 0 || st.st_size < len)) {
+		errno = EFBIG;
+		return -1;
+	}
 	do
 		r = oa_sys->ftruncate(fd, len);
 	while (r < 0 && errno == EINTR);

@@ -25,7 +25,10 @@
 #    SIGKILL after an fsync
 #    (the fsync'd state stays, the rest is lost), mmap + flush;
 #  - a full 1 MiB tmpfs: the program gets ENOSPC, no signal, the file
-#    keeps its contents (root: mount);
+#    keeps its contents (root: mount); where the failed commit is the
+#    close dash's dup2 makes (which cannot report it), the preload says it;
+#  - a file size limit (ulimit -f 16) below the library's own files: the
+#    commit fails with EFBIG, said; no SIGXFSZ, the file unchanged;
 #  - a C program's fopen stream (fileno, fsync(fileno), fseek, fprintf,
 #    fclose) on an atomic file;
 #  - sqlite3 with PRAGMA journal_mode=MEMORY: the transaction lands, the
@@ -359,6 +362,7 @@ else
 fi
 
 # ---- a full disk: the program sees ENOSPC, the file keeps its contents ------
+head -c 600000 /dev/zero > big
 if [ "$(id -u)" = 0 ] && mkdir -p tiny && mount -t tmpfs -o size=1m tmpfs tiny 2>/dev/null; then
 	printf 'old\n' > tiny/f
 	run -- sh -c 'head -c 2000000 /dev/zero > tiny/f' 2>err; rc=$?
@@ -366,8 +370,25 @@ if [ "$(id -u)" = 0 ] && mkdir -p tiny && mount -t tmpfs -o size=1m tmpfs tiny 2
 	[ $rc = 0 ] && fail "full tmpfs: no error"
 	expect_file tiny/f "old
 " "full tmpfs"
+	# dash redirects a command that is not its last in the shell itself:
+	# the dup2 that restores its standard output is the last close, whose
+	# failed commit the program cannot learn: the preload says it
+	run -- sh -c 'cat big > tiny/f; echo rc=$?' >out 2>err; rc=$?
+	[ $rc -ge 128 ] && fail "full tmpfs, dup2: killed by signal $((rc - 128))"
+	expect_file tiny/f "old
+" "full tmpfs, dup2"
+	grep -q "tiny/f: the commit at the close dup2 made failed: No space" err ||
+		fail "full tmpfs, dup2: the failed commit not said: $(cat err)"
 	umount tiny
 fi
+
+# ---- a file size limit below the library's files: an error, never SIGXFSZ --
+printf 'old\n' > lim
+(ulimit -f 16; run -- sh -c 'head -c 10000 big > lim; echo rc=$?') >out 2>err; rc=$?
+[ $rc -ge 128 ] && fail "ulimit -f 16: killed by signal $((rc - 128)): $(cat err)"
+expect_file lim "old
+" "ulimit -f 16"
+grep -q "lim: .*File too large" err || fail "ulimit -f 16: no message: $(cat err)"
 
 # ---- a C program's stdio stream on an atomic file ------------------------------
 # fopen gives a stream of the preload's own: fileno() is the descriptor,
