@@ -554,6 +554,19 @@ int oa_ctl_open(struct oa_file *f, bool create)
 				errno = EMLINK;
 				return -1;
 			}
+			/* The file's owner, writing, may not write a clean
+			 * control file another user (root, before a chown)
+			 * made: rather than be locked out, it moves to a home
+			 * of its own, as from one it may not trust (file.c).
+			 * One that holds commits stays, to be recovered. */
+			struct stat st;
+			if (!rw && create && f->cfd_err == EACCES &&
+			    geteuid() == f->uid && oa_xfstat(fd, &st) == 0 &&
+			    st.st_size == OA_CLEAN_SIZE) {
+				oa_xclose(fd);
+				errno = EPERM;
+				return -1;
+			}
 			f->cfd = fd;
 			f->cfd_rw = rw;
 			f->held = 0;

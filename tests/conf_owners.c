@@ -10,7 +10,8 @@
  *    by another user: its owner and root still work on it, also after the
  *    owner narrows the file so that the other user's files are no longer
  *    trusted (root);
- *  - chown after the fact: the new owner works on the file (root);
+ *  - chown after the fact: the new owner works on the file (root), also one
+ *    whose clean control file root made (readable, not writable by it);
  *  - a write-only file (0200): its owner's commits work, and the library's
  *    files are 0600 (root, to be someone else than the owner);
  *  - oa_recover of a clean file on a read-only mount, or by a user who may
@@ -128,6 +129,15 @@ static void chowned(void)
 	CHECK_OK(chown(path, BOB, BOB));
 	commit_by(BOB, path, "BBBBBBBB");
 	tu_oa_update(path, "RRRRRRRR", LEN, 0);
+	/* Made by root, then given away: root's control file, which the
+	 * new owner may read but not write, does not lock it out. */
+	path = tu_path("open/from-root");
+	tu_write_file(path, "00000000", LEN, 0644);
+	tu_oa_update(path, "RRRRRRRR", LEN, 0);
+	CHECK_OK(chown(path, ALICE, ALICE));
+	commit_by(ALICE, path, "AAAAAAAA");
+	tu_oa_update(path, "rrrrrrrr", LEN, 0);
+	commit_by(ALICE, path, "aaaaaaaa");
 }
 
 static void write_only(void)
