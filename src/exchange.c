@@ -29,6 +29,38 @@
  * or the kernel refuses) has its shadow bytes moved into the journal and
  * commits there.  Under AUTO, which writes go to the shadow is decided as
  * they are written (oa_xchg_wants).
+ *
+ * The whole replace.  A transaction that keeps no byte of the file it
+ * found - it truncated to 0 before writing, or its writes cover, from
+ * offset 0 on, all that its truncate (or the file's end) leaves - is the
+ * new file entire: what a program that writes a temporary and renames it
+ * over the old file means, keeping the inode.  Its writes go to the
+ * shadow as they are, edges and small writes too, and the commit is one
+ * exchange of the two files from offset 0 to their ends
+ * (XFS_EXCHANGE_RANGE_TO_EOF | DSYNC): each file gets the other's blocks
+ * and size, logged as one intent chain, so a truncation or a growth
+ * commits with the bytes.  Only where every pending byte is in the shadow
+ * and covers what the file keeps (W1); otherwise the shadow's unaligned
+ * edges are composed into whole blocks at commit and the ranges are
+ * exchanged as above, or, for a truncate or a growth, the journal takes
+ * the transaction.
+ *
+ *   W1 The shadow, cut to the transaction's final size, holds exactly the
+ *      file's next contents: every pending extent is in it, at its own
+ *      offset, and the extents cover [0, K) without a gap, K being what
+ *      the file keeps of its old bytes (the smallest truncation, or the
+ *      committed size, whichever is less, clipped to the final size):
+ *      checked under COMMIT against the committed size, before the
+ *      exchange.  The rest of the shadow is holes, zeros, as a truncate
+ *      or a write past the end leaves them: a truncate of the transaction
+ *      cuts the shadow too (oa_shadow_cut), so that blocks written before
+ *      it, dropped from the index, are not exchanged in (a shadow byte
+ *      the index does not point at was either cut so, or is covered by a
+ *      journal extent, and then the transaction is no whole replace).
+ *   W2 As for the ranges: I11 first (no journal commit newer than the
+ *      durable checkpoint, the control file's clean state durable), the
+ *      exchange under APPLY, durable on return (DSYNC): nothing of ours
+ *      to recover.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,13 +101,52 @@ static bool first_clean(const struct oa_file *f)
 bool oa_xchg_scattered(const struct oa_file *f)
 {
 	return f->shadowed && !f->xchg_all && !f->shadow_big &&
+	       !(f->has_trunc && f->t_min == 0) &&
 	       oa_index_count(f->ix) > OA_XCHG_FIRST;
+}
+
+/* Walk the pending extents: false if one is not in the shadow (or there
+ * are too many to look at per write); else *COVER is how far from 0 they
+ * run without a gap. */
+static bool all_shadow(const struct oa_file *f, uint64_t *cover)
+{
+	struct oa_ext e;
+	size_t n = 0;
+	*cover = 0;
+	for (void *c = oa_index_seek(f->ix, 0); c; c = oa_index_next(f->ix, c)) {
+		oa_index_get(c, &e);
+		if (!(e.joff & OA_SHADOW) || ++n > OA_XCHG_WHOLE_EXT)
+			return false;
+		if (e.off <= *cover && e.off + e.len > *cover)
+			*cover = e.off + e.len;
+	}
+	return true;
+}
+
+/* May a write at OFF go to the shadow whole, as part of a whole replace?
+ * Under AUTO only in a handle's first transaction while the control file
+ * is clean (the journal costs less on a handle that keeps committing);
+ * forced, in any transaction. */
+static bool whole_wants(const struct oa_file *f, uint64_t off)
+{
+	uint64_t csize, cover;
+	if (!f->may_exchange || !f->blk || f->staged)
+		return false;
+	if (!f->xchg_all &&
+	    (!f->xchg_first || f->jfd >= 0 || f->cfd < 0 ||
+	     oa_xfsize(f->cfd, &csize) < 0 || csize != OA_CLEAN_SIZE))
+		return false;
+	if (!all_shadow(f, &cover))
+		return false;
+	return (f->has_trunc && f->t_min == 0) || off <= cover;
 }
 
 bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total)
 {
 	uint64_t bs = f->blk, a, b;
 	uint64_t fsize;
+	if (whole_wants(f, off))
+		return true;
 	/* A transaction that truncates or grows the file commits through the
 	 * journal: its bytes go there at once rather than be moved later. */
 	if (!f->may_exchange || !bs || f->has_trunc)
@@ -117,6 +188,16 @@ static int shadow_open(struct oa_file *f)
 	return f->sfd < 0 ? -1 : 0;
 }
 
+int oa_shadow_cut(struct oa_file *f, uint64_t len)
+{
+	uint64_t size;
+	if (f->sfd < 0 || !f->shadow_dirty || MUTANT(67))
+		return 0;
+	if (oa_xfsize(f->sfd, &size) < 0)
+		return -1;
+	return size > len ? oa_xftruncate(f->sfd, (off_t)len) : 0;
+}
+
 ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 		    size_t total, uint64_t off)
 {
@@ -129,6 +210,7 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 		errno = EINVAL;
 		return -1;
 	}
+	bool whole = whole_wants(f, off);
 	if (shadow_open(f) < 0) {
 		/* The shadow is where the method writes, not where the data
 		 * must go: a directory this user may not create in (the
@@ -139,6 +221,20 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 		f->may_exchange = false;
 		return oa_journal_append(f, iov, cnt, total, off) < 0
 		       ? -1 : (ssize_t)total;
+	}
+	if (whole) {
+		/* A whole replace (W1): every byte to the shadow, edges too. */
+		f->shadow_dirty = true;
+		if (total >= OA_XCHG_AUTO)
+			f->shadow_big = true;
+		if (oa_pwritev_full(f->sfd, iov, cnt, (off_t)off) < 0 ||
+		    oa_index_insert(f->ix, off, total, off | OA_SHADOW) < 0)
+			return -1;
+		oa_wb_note(&f->swb, f->sfd, off, total);
+		f->shadowed = true;
+		f->pending = true;
+		f->txn_bytes += total;
+		return (ssize_t)total;
 	}
 	/* In file order, so that a failure leaves a prefix pending: the
 	 * caller reports a short write, as pwrite(2) would. */
@@ -253,27 +349,98 @@ static int compose(struct oa_file *f, uint64_t k, uint64_t size)
 	return oa_pwrite_full(f->sfd, p, (size_t)(end - k), (off_t)k);
 }
 
+/* The exchange's result: 0 done, 1 refused before anything changed (the
+ * journal takes the transaction), -1 failed (errno). */
+static int exchanged(struct oa_file *f, int xr, int e2, uint64_t lo,
+		     uint64_t hi)
+{
+	if (xr == 0) {
+		oa_refill(f->tfd, lo, hi - lo);
+		/* The shadow now holds the old blocks: oa_txn_drop gives them
+		 * back. */
+		oa_txn_drop(f);
+		return 0;
+	}
+	switch (e2) {
+	case EINVAL: case EOPNOTSUPP: case ENOTTY: case EXDEV: case ENOSYS:
+		/* Refused before anything changed: the journal takes it. */
+		f->may_exchange = false;
+		return 1;
+	case ENOSPC: case EDQUOT: case EINTR: case ENOMEM:
+		/* Nothing exchanged; the transaction stays. */
+		errno = e2;
+		return -1;
+	default:
+		/* EIO: which state is durable cannot be told (I9). */
+		f->latched = true;
+		errno = EIO;
+		return -1;
+	}
+}
+
+/* W1 under COMMIT, FSIZE the committed size: the whole replace's final
+ * size in *FINAL, or false. */
+static bool whole_fits(struct oa_file *f, uint64_t fsize, uint64_t *final)
+{
+	uint64_t end = oa_index_end(f->ix), cover, keep;
+	uint64_t fin = f->has_trunc ? f->t_last : fsize;
+	if (end > fin)
+		fin = end;
+	keep = f->has_trunc && f->t_min < fsize ? f->t_min : fsize;
+	if (keep > fin)
+		keep = fin;
+	if (!all_shadow(f, &cover) || (!MUTANT(66) && cover < keep))
+		return false;
+	*final = fin;
+	return true;
+}
+
+static int commit_whole(struct oa_file *f, struct oa_live *l, uint64_t fin)
+{
+	struct oa_xfs_exchange_range x;
+	/* W2 */
+	if (!MUTANT(22) && oa_commit_bypass_ready(f, l) < 0)
+		return -1;
+	if (oa_xftruncate(f->sfd, (off_t)fin) < 0)
+		return -1;
+	x = (struct oa_xfs_exchange_range){ .file1_fd = f->sfd,
+		.flags = OA_XFS_EXCHANGE_TO_EOF | OA_XFS_EXCHANGE_DSYNC };
+	if (oa_apply_lock(f) < 0)
+		return -1;
+	oa_stats_flush();   /* DSYNC: the exchange is this commit's flush */
+	int xr = oa_xioctl(f->tfd, OA_XFS_IOC_EXCHANGE_RANGE, &x);
+	int e2 = errno;
+	oa_apply_unlock(f);
+	return exchanged(f, xr, e2, 0, fin);
+}
+
 int oa_commit_exchange(struct oa_file *f)
 {
 	struct oa_xfs_exchange_range x;
 	struct oa_live l;
-	uint64_t fsize;
+	uint64_t fsize, fin;
 	struct oa_ext e;
 	uint64_t bs = f->blk, lo = UINT64_MAX, hi = 0, done = 0;
 	int r = 1;
 
 	OA_ASSERT(oa_txn_state(f) == OA_TXN_SHADOW);
-	if (f->has_trunc || !bs || f->sfd < 0)
+	if (!bs || f->sfd < 0 || (f->has_trunc && !all_shadow(f, &fin)))
 		return 1;
 	if (oa_commit_begin(f, &l, &fsize) < 0)
 		return -1;
 	if (oa_unmark(f) < 0)   /* M2 (control.c), under COMMIT */
 		goto fail;
-	if (oa_index_end(f->ix) > fsize)
-		goto out;    /* growth: the journal's job */
+	if (whole_fits(f, fsize, &fin)) {
+		r = commit_whole(f, &l, fin);
+		goto out;
+	}
+	if (f->has_trunc || oa_index_end(f->ix) > fsize)
+		goto out;    /* a truncate, growth: the journal's job */
 	if (!MUTANT(22) && oa_commit_bypass_ready(f, &l) < 0)
 		goto fail;
-	/* Compose the blocks journal bytes touch; find the span. */
+	/* Compose the blocks journal bytes touch, and the partial edge blocks
+	 * of what a whole replace that did not fit put in the shadow; find
+	 * the span. */
 	for (void *c = oa_index_seek(f->ix, 0); c; c = oa_index_next(f->ix, c)) {
 		oa_index_get(c, &e);
 		uint64_t a = e.off & ~(bs - 1), b = oa_align_up(e.off + e.len, bs);
@@ -281,8 +448,22 @@ int oa_commit_exchange(struct oa_file *f)
 			lo = a;
 		if (b > hi)
 			hi = b;
-		if (e.joff & OA_SHADOW)
+		if (e.joff & OA_SHADOW) {
+			bool head = e.off % bs != 0 && a >= done;
+			bool tail = (e.off + e.len) % bs != 0 &&
+				    e.off + e.len < fsize && b - bs >= done &&
+				    !(head && b - bs == a);
+			if ((head && compose(f, a, fsize) < 0) ||
+			    (tail && compose(f, b - bs, fsize) < 0)) {
+				if (errno != EBADF)
+					goto fail;
+				f->may_exchange = false;
+				goto out;
+			}
+			if ((head || tail) && b > done)
+				done = b;
 			continue;
+		}
 		for (uint64_t k = a > done ? a : done; k < b; k += bs)
 			if (compose(f, k, fsize) < 0) {
 				if (errno != EBADF)
@@ -311,29 +492,8 @@ int oa_commit_exchange(struct oa_file *f)
 	int xr = oa_xioctl(f->tfd, OA_XFS_IOC_EXCHANGE_RANGE, &x);
 	int e2 = errno;
 	oa_apply_unlock(f);
-	if (xr == 0) {
-		oa_refill(f->tfd, lo, hi - lo);
-		/* The shadow now holds the old blocks: oa_txn_drop gives them
-		 * back. */
-		oa_txn_drop(f);
-		r = 0;
-		goto out;
-	}
-	switch (e2) {
-	case EINVAL: case EOPNOTSUPP: case ENOTTY: case EXDEV: case ENOSYS:
-		/* Refused before anything changed: the journal takes it. */
-		f->may_exchange = false;
-		goto out;
-	case ENOSPC: case EDQUOT: case EINTR: case ENOMEM:
-		/* Nothing exchanged; the transaction stays. */
-		errno = e2;
-		goto fail;
-	default:
-		/* EIO: which state is durable cannot be told (I9). */
-		f->latched = true;
-		errno = EIO;
-		goto fail;
-	}
+	r = exchanged(f, xr, e2, lo, hi);
+	goto out;
 fail:
 	r = -1;
 out:

@@ -1348,6 +1348,10 @@ int oa_ftruncate(oa_file *f, off_t length)
 		if (oa_map_flush(f, from, UINT64_MAX) < 0)
 			return -1;
 	}
+	/* The shadow keeps nothing past the cut either: a whole replace
+	 * exchanges all of it (exchange.c W1). */
+	if (oa_shadow_cut(f, (uint64_t)length) < 0)
+		return -1;
 	oa_index_truncate(f->ix, (uint64_t)length);
 	if (!f->has_trunc || (uint64_t)length < f->t_min)
 		f->t_min = (uint64_t)length;

@@ -107,6 +107,8 @@
 #define OA_XCHG_AUTO      (256u << 10)
 #define OA_XCHG_FIRST     8      /* AUTO: at most this many runs exchanged
 				  * as a first transaction (exchange.c) */
+#define OA_XCHG_WHOLE_EXT 64     /* a whole replace of more extents than
+				  * this is not looked for (exchange.c) */
 #define OA_PAD_MAX        (1u << 16)     /* largest block size cloned */
 
 /* Live area: how many journals have a per-journal "newest commit" slot. */

@@ -775,6 +775,8 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 /* Move the shadow's pending bytes into the journal (before a journal
  * commit).  0 or -1. */
 int oa_unshadow(struct oa_file *f);
+/* A truncate of the transaction to LEN: the shadow keeps nothing past it. */
+int oa_shadow_cut(struct oa_file *f, uint64_t len);
 /* Commit by XFS range exchange.  0 done; 1 not possible (the caller moves
  * the shadow into the journal and commits there); -1 error. */
 int oa_commit_exchange(struct oa_file *f);

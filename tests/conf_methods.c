@@ -16,7 +16,12 @@
  *   - after a clone commit the journal is cut back to its ring (I12),
  *     except on Btrfs, which never writes the shared blocks in place;
  *   - a transaction the method cannot take (growth, truncate) still commits
- *     correctly through the journal; an aborted one leaves nothing.
+ *     correctly through the journal; an aborted one leaves nothing;
+ *   - where the exchange works (AUTO, forced exchange): a whole replace
+ *     (cut to 0 then written, or written from 0 over all a cut leaves;
+ *     shrinking or growing) writes its bytes once and commits with one
+ *     flush, leaving the control file clean; one that keeps old bytes
+ *     shows them.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -304,6 +309,81 @@ static void first_txn(const char *path)
 	free(model);
 }
 
+/* A whole replace where the exchange works (exchange.c W1, W2): a
+ * transaction that keeps no byte of the file (cut to 0, then written; or
+ * written from 0 on over all the cut leaves) is the shadow's whole
+ * content, committed by one exchange of the two files to their ends: the
+ * bytes written once, one flush (the first of a clean period flushes the
+ * control file too, I14), sizes that shrink and grow with it, and the
+ * control file left clean.  A transaction that keeps old bytes is not one:
+ * the file shows them. */
+static void whole_replace(const char *path, int m, const char *name)
+{
+	static unsigned char old[200000], nb[200000];
+	struct { uint64_t oldsize, cut1, w, cut2; bool whole; } cs[] = {
+		{ 100000, UINT64_MAX, 64, 64, true },     /* write, cut */
+		{ 100000, 0, 70000, UINT64_MAX, true },   /* cut 0, write */
+		{ 64, UINT64_MAX, 100000, UINT64_MAX, true },   /* grows */
+		{ 100000, 0, 100, 8000, true },           /* cut, write, grow */
+		{ 100000, UINT64_MAX, 50000, 30000, true },
+		{ 100000, UINT64_MAX, 5000, 60000, false },    /* keeps old */
+		{ 100000, UINT64_MAX, 64, UINT64_MAX, false }, /* one-shot */
+	};
+	char ctl[4096];
+	struct stat st;
+	snprintf(ctl, sizeof(ctl), "%.*s.%s.oa", (int)(strrchr(path, '/') + 1 - path),
+		 path, strrchr(path, '/') + 1);
+	for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
+		uint64_t size = cs[i].oldsize;
+		tu_fill(old, sizeof(old), 70 + i, 0);
+		tu_fill(nb, sizeof(nb), 80 + i, 0);
+		tu_write_file(path, old, size, 0644);
+		oa_file *f = open_m(path, m, O_RDWR);
+		CHECK(f != NULL);
+		struct oa_stats s0, s1;
+		oa__stats_get(&s0);
+		if (cs[i].cut1 != UINT64_MAX) {
+			CHECK_OK(oa_ftruncate(f, (off_t)cs[i].cut1));
+			size = cs[i].cut1;
+		}
+		uint64_t at = cs[i].cut1 == 0 && cs[i].cut2 == 8000 ? 5000 : 0;
+		if (at > size)
+			memset(old + size, 0, at - size);
+		tu_oa_pwrite(f, nb, cs[i].w, (off_t)at);
+		memcpy(old + at, nb, cs[i].w);
+		if (at + cs[i].w > size)
+			size = at + cs[i].w;
+		if (cs[i].cut2 != UINT64_MAX) {
+			CHECK_OK(oa_ftruncate(f, (off_t)cs[i].cut2));
+			if (cs[i].cut2 > size)
+				memset(old + size, 0, cs[i].cut2 - size);
+			size = cs[i].cut2;
+		}
+		struct cost c = commit_cost(f);
+		oa__stats_get(&s1);
+		uint64_t all = s1.bytes_written - s0.bytes_written;
+		CHECK_OK(oa_close(f));
+		CHECK_FILE(path, old, size, (off_t)size);
+		CHECKF(stat(ctl, &st) == 0 && st.st_size == 512, "%s, case %zu: "
+		       "the control file %s is not left clean", name, i, ctl);
+		tu_note("%s: replace case %zu: %llu bytes, %llu flushes", name,
+			i, (unsigned long long)all,
+			(unsigned long long)c.flushes);
+		if (!cs[i].whole)
+			continue;
+		/* the new bytes once, into the shadow: no journal record
+		 * (and the control file's identity, 512 bytes, where this
+		 * commit flushed it) */
+		CHECKF(all == cs[i].w || all == cs[i].w + 512, "%s, whole "
+		       "replace case %zu: %llu bytes written for %llu (the "
+		       "journal?)", name, i, (unsigned long long)all,
+		       (unsigned long long)cs[i].w);
+		CHECKF(c.flushes <= (i && i != 6 ? 1u : 2u), "%s, whole "
+		       "replace case %zu: %llu flushes", name, i,
+		       (unsigned long long)c.flushes);
+	}
+}
+
 int main(void)
 {
 	uint64_t seed = tu_seed();
@@ -354,6 +434,9 @@ int main(void)
 		costs(path, m, name, &io);
 		if (m == OA_METHOD_AUTO && io.exchange)
 			first_txn(path);
+		if ((m == OA_METHOD_AUTO || m == OA_METHOD_EXCHANGE) &&
+		    io.exchange)
+			whole_replace(path, m, name);
 		tu_remove_journals(path);
 		unlink(path);
 		ran++;

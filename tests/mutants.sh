@@ -6,7 +6,7 @@
 # timeout: 1800
 #
 # Run by `make crash-mutants` and by the suite.  Environment:
-#   MUTANTS          which (default: all, 1-10, 20-28, 30-35, 40-50, 52-65)
+#   MUTANTS          which (default: all, 1-10, 20-28, 30-35, 40-50, 52-67)
 #   MUTANT_KILLS     kills of the kill torture per mutant (default 300)
 #   MUTANT_CUTS      power cuts per file system per mutant (default 20)
 #   MUTANT_TESTS     the crash tests to try, in order (default
@@ -25,7 +25,7 @@ case ${BUILD:-build} in
 *asan*|*san*) echo "SKIP: the planted bugs are shown in the normal build's pass"
 	exit 77 ;;
 esac
-MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50 52 53 54 55 56 57 58 59 60 61 62 63 64 65}
+MUTANTS=${MUTANTS:-1 2 3 4 5 6 7 8 9 10 20 21 22 23 24 25 26 27 28 30 31 32 33 34 35 40 41 42 43 44 45 46 47 48 49 50 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67}
 KILLS=${MUTANT_KILLS:-300}
 CUTS=${MUTANT_CUTS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oamutants.XXXXXX")
@@ -82,6 +82,8 @@ declare -A what=(
 	[63]="a handle forgets that its own cut made a hole: a write into it takes no space before the commit point"
 	[64]="a handle trusts what it knew of holes after other handles' commits: the same"
 	[65]="a handle takes the clean mark for removed in a later hold of COMMIT: a mark another handle's close set stays through its commit (M2)"
+	[66]="exchange: a transaction written from offset 0 taken for a whole replace without covering what the file keeps (W1): the old bytes past it lost"
+	[67]="exchange: a truncate leaves the shadow's blocks past it, and a whole replace exchanges them in (W1)"
 )
 # The methods' mutants need a file system that has the method: the kill
 # torture on an XFS image with reflink and exchange (xfs-torture), first;
@@ -95,6 +97,8 @@ declare -A tests_of=(
 	                     # committer that is gone) until their timeout
 	[20]="xfs-torture"
 	[22]="xfs-torture"
+	[66]="xfs-torture"
+	[67]="xfs-torture"
 	[24]="powercut_shared.sh"
 	[25]="conf_damage"   # damage after a kill: no other test damages
 	                     # an acknowledged commit in the boot that made it
@@ -133,6 +137,8 @@ declare -A method_of=(
 	[20]="kernel"      # forced: AUTO uses RWF_ATOMIC only for what the
 	                   # device writes untorn itself, none on a loop device
 	[22]="exchange"
+	[66]="exchange"
+	[67]="exchange"
 )
 . "$here/util/fs.sh"
 

@@ -21,13 +21,15 @@
 # Environment: POWERCUT_CUTS (default 100 per file system), POWERCUT_SPANS
 # (default "64K:3 1M:3 4M:3 64M:1": span:weight, the share of the cuts),
 # POWERCUT_PAIR_CUTS (default 20 per file system), POWERCUT_FS
-# (default "ext4 xfs xfs:journal xfs:clone xfs:kernel btrfs"; FS:METHOD runs the writer and the
+# (default "ext4 xfs xfs:journal xfs:clone xfs:kernel xfs:exchange btrfs"; FS:METHOD runs the writer and the
 # recoveries with OATOMIC_METHOD=METHOD: on XFS (made with the exchange-range
 # feature), AUTO is the exchange method for big runs, the clone method for
 # big records, the journal for the rest (the loop device has no atomic writes
 # of its own, so AUTO sends no RWF_ATOMIC write), so "xfs" covers those,
 # "xfs:kernel" single aligned writes by RWF_ATOMIC, "xfs:clone" the clone
-# method for everything and "xfs:journal" the portable method), POWERCUT_SEED, POWERCUT_WRITER (see below),
+# method for everything, "xfs:exchange" every whole block and every whole
+# replace (a transaction cut to 0, then written) through the exchange, and
+# "xfs:journal" the portable method), POWERCUT_SEED, POWERCUT_WRITER (see below),
 # OA_TEST_DIR, BUILD.
 #
 # Note: the loop device passes every write the file system issued to the
@@ -86,7 +88,7 @@ span_of() {
 MUTANT=${POWERCUT_WRITER:-}
 [ "$MUTANT" = lib ] && MUTANT=
 SEED=${POWERCUT_SEED:-$(( ($(date +%s%N) / 1000) % 1000000000 ))}
-FSLIST=${POWERCUT_FS:-ext4 xfs xfs:journal xfs:clone xfs:kernel btrfs}
+FSLIST=${POWERCUT_FS:-ext4 xfs xfs:journal xfs:clone xfs:kernel xfs:exchange btrfs}
 
 if [ -n "${OA_TEST_DIR:-}" ]; then
 	W=$OA_TEST_DIR/powercut
