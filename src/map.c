@@ -40,10 +40,14 @@
  *              into the transaction or resets it: a store waits in the
  *              handler until the call is done, and belongs to what comes
  *              after it.
- * and two flags: TOUCHED, the page holds pending bytes (not the file's),
- * listed in m->touched and reset when the transaction ends; ANON, the page
- * is anonymous memory standing in for a page beyond the committed end of
- * the file (a private file mapping has no page there).
+ * and flags: TOUCHED, the page in the window is memory holding pending
+ * bytes (a private copy, ANON or SPILLED; never the file's page), until
+ * the transaction ends or oa_munmap unmaps the page; LISTED, the page is
+ * in m->touched (set with the first TOUCHED of the transaction, kept
+ * across an unmap so that the page is listed once, reset when the
+ * transaction ends); ANON, the page is anonymous memory standing in for a
+ * page beyond the committed end of the file (a private file mapping has
+ * no page there).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +67,7 @@ enum {
 	PG_TOUCHED = 4, PG_ANON = 8,
 	PG_SPILLED = 16,  /* the page is the spill file's (MAP_SHARED) */
 	PG_BSPILL = 32,   /* its base is in the spill file */
+	PG_LISTED = 64,   /* in m->touched */
 };
 
 struct oa_map {
@@ -601,11 +606,15 @@ static void touch(struct oa_map *m, uint64_t p)
 {
 	unsigned char s = atomic_load(&m->st[p]);
 	while (!(s & PG_TOUCHED)) {
-		if (atomic_compare_exchange_weak(&m->st[p], &s,
-						 (unsigned char)(s | PG_TOUCHED))) {
-			uint32_t t = atomic_load(&m->ntouched);
-			m->touched[t] = (uint32_t)p;
-			atomic_store(&m->ntouched, t + 1);
+		if (atomic_compare_exchange_weak(&m->st[p], &s, (unsigned char)
+						 (s | PG_TOUCHED | PG_LISTED))) {
+			/* listed once a transaction, though unmapped and
+			 * touched again (oa_map_remove) */
+			if (!(s & PG_LISTED)) {
+				uint32_t t = atomic_load(&m->ntouched);
+				m->touched[t] = (uint32_t)p;
+				atomic_store(&m->ntouched, t + 1);
+			}
 			/* a clean page copied by the library's own write
 			 * (a captured one was counted at its capture) */
 			if (!(s & PG_SPILLED) && (s & PG_STATE) == PG_CLEAN)
@@ -902,6 +911,36 @@ static int show(struct oa_file *f, uint64_t a, uint64_t b, const char *buf)
 	return 0;
 }
 
+/* The mapped whole pages [p0, p1) read as zeros, as a shrink leaves them:
+ * zeroed memory in their place (ANON), which costs no copy per page. */
+static int zero_pages(struct oa_map *m, uint64_t p0, uint64_t p1)
+{
+	if (p1 > m->npages)
+		p1 = m->npages;
+	for (uint64_t p = p0; p < p1;) {
+		if (!mapped(m, p)) {
+			p++;
+			continue;
+		}
+		uint64_t q = run_end(m, p, p1, true);
+		for (uint64_t r = p; r < q; r++)
+			freeze(m, r);
+		void *x = mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		for (uint64_t r = p; r < q; r++) {
+			if (x == MAP_FAILED)
+				unfreeze(m, r, 0, 0);
+			else
+				unfreeze(m, r, PG_ANON, PG_SPILLED | PG_BSPILL);
+			touch(m, r);
+		}
+		if (x == MAP_FAILED)
+			return -1;
+		p = q;
+	}
+	return 0;
+}
+
 /* Show the handle's pending changes over the mapped bytes [a, b). */
 static int show_pending(struct oa_file *f, uint64_t a, uint64_t b)
 {
@@ -910,17 +949,30 @@ static int show_pending(struct oa_file *f, uint64_t a, uint64_t b)
 		return 0;
 	if (oa_xfsize(f->tfd, &sc) < 0)
 		return -1;
+	/* Committed bytes a shrink cut off read as zeros wherever they are
+	 * mapped, past the pending end too: what the mapping shows there is
+	 * what a store is compared with (oa_map_truncated does the same for
+	 * a mapping made before the shrink). */
+	if (f->has_trunc && f->t_min < sc) {
+		uint64_t za = f->t_min > a ? f->t_min : a;
+		uint64_t zb = sc < b ? sc : b;
+		uint64_t pa = (za + g_pg - 1) / g_pg, pb = zb / g_pg;
+		if (za < zb && pa >= pb) {
+			if (show(f, za, zb, NULL) < 0)
+				return -1;
+		} else if (za < zb) {
+			if ((za < pa * g_pg && show(f, za, pa * g_pg, NULL) < 0) ||
+			    zero_pages(f->map, pa, pb) < 0 ||
+			    (pb * g_pg < zb && show(f, pb * g_pg, zb, NULL) < 0))
+				return -1;
+		}
+	}
+	/* the pending bytes end at the view's end */
 	uint64_t v = oa_view_size(f, sc);
 	if (b > v)
 		b = v;
 	if (a >= b)
 		return 0;
-	if (f->has_trunc && f->t_min < sc) {
-		uint64_t za = f->t_min > a ? f->t_min : a;
-		uint64_t zb = sc < b ? sc : b;
-		if (za < zb && show(f, za, zb, NULL) < 0)
-			return -1;
-	}
 	if (f->staged) {
 		uint64_t x = f->st_off > a ? f->st_off : a;
 		uint64_t y = f->st_off + f->st_len < b ? f->st_off + f->st_len : b;
@@ -1209,8 +1261,8 @@ void oa_map_end(struct oa_file *f, bool done)
 		 * page captured meanwhile has its own, outside the run) */
 		madvise(m->bases + (uint64_t)p * g_pg, len, MADV_DONTNEED);
 		for (uint32_t q = i; q < j; q++)
-			unfreeze(m, m->touched[q], 0, PG_TOUCHED | PG_ANON |
-				 PG_SPILLED | PG_BSPILL);
+			unfreeze(m, m->touched[q], 0, PG_TOUCHED | PG_LISTED |
+				 PG_ANON | PG_SPILLED | PG_BSPILL);
 		i = j;
 	}
 	atomic_store(&m->ntouched, 0);
@@ -1512,8 +1564,18 @@ int oa_map_remove(struct oa_file *f, void *addr, size_t length)
 		mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_NONE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
 		     -1, 0);
-		for (uint64_t r = p; r < q; r++)   /* TOUCHED: listed */
-			unfreeze(m, r, 0, PG_ANON | PG_SPILLED | PG_BSPILL);
+		/* The pages' memory is gone, and with it what made them
+		 * TOUCHED: mapped again, a page is the file's page until the
+		 * pending bytes are shown in it again (show_pending), and
+		 * one wholly beyond the committed end needs memory again
+		 * (back_anon).  LISTED stays: the page is in m->touched. */
+		for (uint64_t r = p; r < q; r++) {
+			unsigned char s = atomic_load(&m->st[r]);
+			if ((s & PG_TOUCHED) && !(s & PG_SPILLED))
+				atomic_fetch_sub(&m->resident, 1);
+			unfreeze(m, r, 0, PG_TOUCHED | PG_ANON | PG_SPILLED |
+				 PG_BSPILL);
+		}
 		p = q;
 	}
 	return 0;
@@ -1558,28 +1620,7 @@ int oa_map_truncated(struct oa_file *f, uint64_t len, uint64_t oldv)
 	if (a < pa * g_pg && show(f, a, pa * g_pg < b ? pa * g_pg : b, NULL) < 0)
 		return -1;
 	/* whole pages: zeroed memory in their place */
-	for (uint64_t p = pa; p < pb;) {
-		if (!mapped(m, p)) {
-			p++;
-			continue;
-		}
-		uint64_t q = run_end(m, p, pb < m->npages ? pb : m->npages, true);
-		for (uint64_t r = p; r < q; r++)
-			freeze(m, r);
-		void *x = mmap(m->win + p * g_pg, (q - p) * g_pg, PROT_READ,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-		for (uint64_t r = p; r < q; r++) {
-			if (x == MAP_FAILED)
-				unfreeze(m, r, 0, 0);
-			else
-				unfreeze(m, r, PG_ANON, PG_SPILLED | PG_BSPILL);
-			touch(m, r);
-		}
-		if (x == MAP_FAILED)
-			return -1;
-		p = q;
-	}
-	return 0;
+	return zero_pages(m, pa, pb);
 }
 
 void oa_map_free(struct oa_file *f)

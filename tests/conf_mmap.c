@@ -240,6 +240,104 @@ static void test_size(void)
 	free(want);
 }
 
+/* A mapping made (or made again) after a pending shrink: the bytes the
+ * shrink cut off read as zeros, beyond the pending end too, and a store
+ * of the value they had before the shrink is a change. */
+static void test_map_after_shrink(void)
+{
+	const char *path = tu_path("shrunk");
+	unsigned char *want = tu_zalloc(2 * PG), got[2 * PG];
+	memset(want, 'a', 2 * PG);
+	tu_write_file(path, want, 2 * PG, 0644);
+
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	CHECK_OK(oa_ftruncate(w, 100));
+	unsigned char *m = oa_mmap(w, 2 * PG, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	for (size_t i = 100; i < 2 * PG; i++)
+		CHECKF(m[i] == 0, "byte %zu is %d after the shrink", i, m[i]);
+	/* grow again: the bytes between read as zeros, and a store of the
+	 * old value there is part of the commit */
+	tu_oa_pwrite(w, "w", 1, 8000);
+	memset(want + 100, 0, 2 * PG - 100);
+	want[8000] = 'w';
+	CHECK_MEM(m, want, 8001);
+	m[5000] = 'a';
+	m[5001] = 'x';
+	want[5000] = 'a';
+	want[5001] = 'x';
+	tu_oa_pread(w, got, 8001, 0);
+	CHECK_MEM(got, want, 8001);
+	CHECK_OK(oa_commit(w));
+	CHECK_FILE(path, want, 8001, (off_t)8001);
+
+	/* shrunk under the mapping, then unmapped and mapped again */
+	CHECK_OK(oa_ftruncate(w, 50));
+	CHECK_OK(oa_munmap(w, m, 2 * PG));
+	m = oa_mmap(w, 2 * PG, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	for (size_t i = 50; i < 2 * PG; i++)
+		CHECKF(m[i] == 0, "byte %zu is %d after the shrink and a new "
+		       "mapping", i, m[i]);
+	tu_oa_pwrite(w, "v", 1, 6000);
+	m[5000] = 'a';
+	memset(want + 50, 0, 2 * PG - 50);
+	want[5000] = 'a';
+	want[6000] = 'v';
+	CHECK_OK(oa_commit(w));
+	CHECK_FILE(path, want, 6001, (off_t)6001);
+	CHECK_MEM(m, want, 6001);
+	CHECK_OK(oa_close(w));
+	free(want);
+}
+
+/* Mapped again after oa_munmap, with pending bytes beyond the committed
+ * end: the pages there are memory again, as at the first mapping (a file
+ * page beyond the end would raise SIGBUS, in the library or the program).
+ * In a child: a SIGBUS is a failure, not the end of the test. */
+static int child_remap_grown(void *arg)
+{
+	const char *path = arg;
+	unsigned char *want = tu_zalloc(3 * PG);
+	memset(want, '.', PG);
+	tu_write_file(path, want, PG, 0644);
+
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *m = oa_mmap(w, 3 * PG, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	tu_oa_pwrite(w, "x", 1, 2 * PG);   /* pending, two pages on */
+	want[2 * PG] = 'x';
+	CHECK_MEM(m, want, 2 * PG + 1);
+	CHECK_OK(oa_munmap(w, m, 3 * PG));
+	/* the first of the two only: nothing pending shown in it */
+	m = oa_mmap(w, 2 * PG, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	CHECK_MEM(m, want, 2 * PG);
+	m[PG + 5] = 'y';
+	want[PG + 5] = 'y';
+	CHECK_OK(oa_munmap(w, m, 2 * PG));
+	/* all three */
+	m = oa_mmap(w, 3 * PG, PROT_READ | PROT_WRITE, 0);
+	CHECK(m != NULL);
+	CHECK_MEM(m, want, 2 * PG + 1);
+	m[2 * PG - 1] = 'z';
+	m[2 * PG] = 'Z';                   /* over the pending write */
+	want[2 * PG - 1] = 'z';
+	want[2 * PG] = 'Z';
+	CHECK_OK(oa_commit(w));
+	CHECK_FILE(path, want, 2 * PG + 1, (off_t)(2 * PG + 1));
+	CHECK_MEM(m, want, 2 * PG + 1);
+	CHECK_OK(oa_close(w));
+	free(want);
+	return 0;
+}
+
+static void test_remap_grown(void)
+{
+	CHECK_CHILD_OK(tu_run_child(child_remap_grown,
+				    (void *)tu_path("regrown")));
+}
+
 /* ---- 5 ---- */
 
 #define NTHR 4
@@ -621,6 +719,8 @@ int main(void)
 	test_byte_exact();
 	test_coherence();
 	test_size();
+	test_map_after_shrink();
+	test_remap_grown();
 	test_threads();
 	test_threads_many_pages();
 	test_errors_signals_fork();
