@@ -14,7 +14,9 @@
  *    and the file keeps its old contents; a truncated, foreign or garbage
  *    journal is reported or ignored but never applied;
  *  - a journal another user could have written (o+w, or owned by someone
- *    else) is refused with EPERM and not replayed.
+ *    else) is refused with EPERM and not replayed;
+ *  - a program started with descriptors 0-2 closed: none of the library's
+ *    descriptors is a standard one.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -758,6 +760,46 @@ static void test_long_name(void)
 	}
 }
 
+/* Started with 0-2 closed (cron, a daemon, `2>&-`): no descriptor of a
+ * handle - the file, its directory, the control file, a journal, the
+ * shadow - is a standard one, so what the program then prints lands
+ * nowhere of the library's. */
+static int closed_std(void *arg)
+{
+	const char *path = arg;
+	close(0);
+	close(1);
+	close(2);
+	oa_file *f = oa_open(path, O_RDWR | O_CREAT, 0644);
+	if (!f)
+		_exit(3);
+	oa_file *g = oa_open(path, O_RDWR, 0);   /* an extra journal too */
+	if (!g || oa_pwrite(f, "new!", 4, 0) != 4 ||
+	    oa_pwrite(g, "more", 4, 8192) != 4 || oa_commit(f) < 0 ||
+	    oa_commit(g) < 0)
+		_exit(4);
+	for (int fd = 0; fd <= 2; fd++)
+		if (write(fd, "what the program printed", 24) > 0)
+			_exit(5);
+	if (oa_close(g) < 0 || oa_close(f) < 0)
+		_exit(6);
+	_exit(0);
+}
+
+static void test_closed_std(void)
+{
+	const char *path = tu_path("std");
+	char want[8196] = "new!";
+	memcpy(want + 8192, "more", 4);
+	int st = tu_run_child(closed_std, (void *)path);
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "handles opened with "
+	       "0-2 closed: %s (5: one of 0-2 was the library's)",
+	       tu_status_str(st));
+	CHECK_FILE(path, want, sizeof(want), (off_t)sizeof(want));
+	tu_note("with 0-2 closed, no descriptor of the library is a standard "
+		"one");
+}
+
 int main(void)
 {
 	tu_alarm(240);
@@ -772,5 +814,6 @@ int main(void)
 	test_unsafe_journal();
 	test_fifo();
 	test_long_name();
+	test_closed_std();
 	return 0;
 }
