@@ -77,6 +77,11 @@ struct oa_map {
 	_Atomic unsigned char *st;
 	uint32_t *refs;          /* mappings over each page: low 16 bits all,
 				  * high 16 bits writable ones */
+	struct oa_range {        /* each mapping oa_map_add made: pages */
+		uint64_t p0, p1; /* [p0, p1), and whether it is writable */
+		bool w;          /* (oa_map_remove counts down by it) */
+	} *ranges;
+	size_t nranges, cranges;
 	uint32_t *dirty;         /* pages CAPTURED, in capture order */
 	_Atomic uint32_t ndirty;
 	atomic_flag lk;          /* guards dirty/ndirty (faults append) */
@@ -508,9 +513,15 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 	chain(sig, si, uc);
 }
 
-/* Install the handler, chaining to the one in place - at every new
- * window, so that a handler the program set after an earlier one (and so
- * in place of ours) is the one chained to from now on. */
+/* Install the handler at a new window, chaining to the one in place.
+ * Not where ours is in place already, nor where a handler the program set
+ * after ours is: oa_mmap(3) has that one chain to ours, and it stays in
+ * front - ours put in front of it again would chain to it (g_prev) and it
+ * back to ours, and a fault that is nobody's would go round the two for
+ * ever.  Ours goes in again only where the program has set SIG_DFL or
+ * SIG_IGN since: no handler, nothing to chain back. */
+static bool g_installed;   /* ours went in once (under g_lock) */
+
 static int install(void)
 {
 	struct sigaction sa, cur;
@@ -518,12 +529,19 @@ static int install(void)
 		return -1;
 	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_segv)
 		return 0;
+	if (g_installed && ((cur.sa_flags & SA_SIGINFO) ||
+			    (cur.sa_handler != SIG_DFL &&
+			     cur.sa_handler != SIG_IGN)))
+		return 0;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_segv;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
 	g_prev = cur;
-	return sigaction(SIGSEGV, &sa, NULL);
+	if (sigaction(SIGSEGV, &sa, NULL) < 0)
+		return -1;
+	g_installed = true;
+	return 0;
 }
 
 /* ---- writes into the transaction ---- */
@@ -1303,6 +1321,7 @@ static void map_free(struct oa_map *m)
 	map_unalloc(m);
 	if (atomic_load(&m->sfd) >= 0)
 		close(atomic_load(&m->sfd));
+	free(m->ranges);
 	free(m->tmp);
 	free(m);
 }
@@ -1361,8 +1380,14 @@ static long spill_limit(void)
 	return l < 16 ? 16 : l;
 }
 
-/* In a child of fork: pages of the spill file are the parent's; the
- * child's copy of the window must not write into them. */
+/* In a child of fork: the spill file is the parent's - the parent maps
+ * its pages shared in its window and reads its bases at the commit - and
+ * the child's copy of the window must never write into it.  The pages
+ * spilled before the fork become private copies in the child; and the
+ * child lets go of the file itself, the parent's open file description:
+ * its faults would spill into it (spill_some writes each page at the
+ * offset the parent maps it from).  A child that spills makes a file of
+ * its own (spill_file). */
 static void atfork_child(void)
 {
 	for (int i = 0; i < OA_MAP_SLOTS; i++) {
@@ -1378,6 +1403,10 @@ static void atfork_child(void)
 						 : PROT_READ,
 				     MAP_PRIVATE | MAP_FIXED, fd,
 				     (off_t)(p * g_pg));
+		/* (the mappings keep the file; bases spilled there are read
+		 * only by the handle's calls, which the child may not make) */
+		atomic_store(&m->sfd, -1);
+		close(fd);
 	}
 }
 
@@ -1441,6 +1470,44 @@ static struct oa_map *map_new(struct oa_file *f, uint64_t end)
 	return m;
 }
 
+/* Room in m->ranges for one more. */
+static int reserve_range(struct oa_map *m)
+{
+	if (m->nranges < m->cranges)
+		return 0;
+	size_t c = m->cranges ? 2 * m->cranges : 16;
+	struct oa_range *r = realloc(m->ranges, c * sizeof(*r));
+	if (!r) {
+		errno = ENOMEM;
+		return -1;
+	}
+	m->ranges = r;
+	m->cranges = c;
+	return 0;
+}
+
+/* The mapping that oa_munmap of pages [p0, p1) removes: one made over
+ * exactly those pages, else one they lie within (a part of it unmapped);
+ * of these, a read-only one first - the range mapped both ways is the
+ * same address, and the program may still store through what is left.
+ * -1 if none. */
+static long find_range(const struct oa_map *m, uint64_t p0, uint64_t p1)
+{
+	long best = -1;
+	int bs = 0;
+	for (size_t i = 0; i < m->nranges; i++) {
+		const struct oa_range *r = &m->ranges[i];
+		if (r->p0 > p0 || r->p1 < p1)
+			continue;
+		int sc = 1 + (r->p0 == p0 && r->p1 == p1) * 2 + !r->w;
+		if (sc > bs) {
+			bs = sc;
+			best = (long)i;
+		}
+	}
+	return best;
+}
+
 void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off)
 {
 	struct oa_map *m;
@@ -1461,6 +1528,8 @@ void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off)
 		errno = ENOMEM;   /* beyond the window reserved at the first */
 		return NULL;
 	}
+	if (reserve_range(m) < 0)
+		return NULL;
 	if (oa_xfsize(f->tfd, &sc) < 0)
 		return NULL;
 	atomic_store(&m->safe, (sc + g_pg - 1) / g_pg);
@@ -1516,6 +1585,8 @@ void *oa_map_add(struct oa_file *f, size_t length, int prot, uint64_t off)
 	}
 	for (uint64_t p = p0; p < p1; p++)
 		m->refs[p] += 1u + ((prot & PROT_WRITE) ? 1u << 16 : 0);
+	m->ranges[m->nranges++] = (struct oa_range){ p0, p1,
+						     (prot & PROT_WRITE) != 0 };
 	if (f->pending && back_view(f) < 0)
 		return NULL;   /* (mapped: oa_munmap or oa_close undoes it) */
 	return m->win + off;
@@ -1535,23 +1606,35 @@ int oa_map_remove(struct oa_file *f, void *addr, size_t length)
 		errno = EINVAL;
 		return -1;
 	}
-	for (uint64_t p = p0; p < p1; p++)
-		if (!m->refs[p]) {
-			errno = EINVAL;
-			return -1;
-		}
-	/* the stores of pages about to go stay pending */
+	long ri = find_range(m, p0, p1);
+	if (ri < 0) {
+		errno = EINVAL;   /* not (within) a mapping of the handle */
+		return -1;
+	}
+	/* room for the part of it left after the pages, if any */
+	if (reserve_range(m) < 0)
+		return -1;
+	/* the stores of pages about to go stay pending (and the pages are
+	 * read-only again: where no writable mapping is left, a store
+	 * faults as the program's) */
 	if (flush_pages(f, p0 * g_pg, p1 * g_pg, false, true) < 0)
 		return -1;
-	/* Count down; which of the mappings over a page was writable is not
-	 * kept, so the writable count drops with the last reference. */
-	for (uint64_t p = p0; p < p1; p++) {
-		uint32_t r = m->refs[p];
-		uint32_t all = r & 0xffff, w = r >> 16;
-		all--;
-		if (w > all)
-			w = all;
-		m->refs[p] = all | (w << 16);
+	/* Count down, the writable count too if the mapping was writable:
+	 * a page left only in read-only mappings is never captured. */
+	struct oa_range *rg = &m->ranges[ri];
+	uint32_t dec = 1u + (rg->w ? 1u << 16 : 0);
+	for (uint64_t p = p0; p < p1; p++)
+		m->refs[p] -= dec;
+	if (rg->p0 == p0 && rg->p1 == p1)
+		*rg = m->ranges[--m->nranges];
+	else if (rg->p0 == p0)
+		rg->p0 = p1;
+	else if (rg->p1 == p1)
+		rg->p1 = p0;
+	else {
+		m->ranges[m->nranges++] = (struct oa_range){ p1, rg->p1,
+							     rg->w };
+		rg->p1 = p0;
 	}
 	for (uint64_t p = p0; p < p1;) {
 		if (m->refs[p]) {

@@ -13,8 +13,11 @@
  *     memory, oa_munmap keeps the stores pending, truncation and growth
  *     read as the file would.
  *  5. Threads storing while the handle's thread commits lose nothing.
- *  6. Errors; a program's own SIGSEGV handler still gets its faults; a
- *     store into a read-only mapping still faults; fork.
+ *  6. Errors; a program's own SIGSEGV handler still gets its faults, and
+ *     one installed after the library's stays in front without a loop; a
+ *     store into a read-only mapping still faults, also once the
+ *     read-write mappings over it are unmapped; fork, also after a
+ *     transaction that spilled.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -517,7 +520,9 @@ static void test_errors_signals_fork(void)
 }
 
 /* A handler the program installed before its first oa_mmap gets the faults
- * that are not the library's. */
+ * that are not the library's.  (Run first, so that the child's first
+ * mapping is the process's: one installed after the library's must chain
+ * to it, and the library leaves it in front - test_chain_after.) */
 static int child_chain(void *arg)
 {
 	const char *path = arg;
@@ -551,6 +556,140 @@ static void test_chain(void)
 	base[PG + 5] = 2;
 	others_see(path, base, FSZ);
 	free(base);
+}
+
+/* Overlapping mappings, read-write and read-only: once the read-write ones
+ * are unmapped, a page mapped read-only only still faults - right after
+ * the unmapping, or after a commit (MODE 0, 1).  A range mapped both ways
+ * and unmapped once stays writable. */
+static int child_ro_overlap(void *arg)
+{
+	int mode = (int)(intptr_t)arg;
+	const char *path = tu_path("overlap");
+	signal(SIGSEGV, SIG_DFL);
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *m1 = oa_mmap(w, 12 * PG, PROT_READ | PROT_WRITE, 0);
+	unsigned char *m2 = oa_mmap(w, 8 * PG, PROT_READ, 8 * PG);
+	unsigned char *m3 = oa_mmap(w, 8 * PG, PROT_READ | PROT_WRITE, 4 * PG);
+	CHECK(m1 != NULL && m2 == m1 + 8 * PG && m3 == m1 + 4 * PG);
+	m1[9 * PG] = 'A';
+	CHECK_OK(oa_munmap(w, m1, 12 * PG));
+	m3[5 * PG + 1] = 'B';                /* page 9, still writable */
+	CHECK_OK(oa_munmap(w, m3, 8 * PG));
+	CHECK(m2[PG] == 'A' && m2[PG + 1] == 'B');
+	/* the same range read-write and read-only, one unmapped: one of
+	 * them is left, and the program may still store */
+	unsigned char *a = oa_mmap(w, PG, PROT_READ | PROT_WRITE, 20 * PG);
+	unsigned char *b = oa_mmap(w, PG, PROT_READ, 20 * PG);
+	CHECK(a != NULL && b == a);
+	CHECK_OK(oa_munmap(w, b, PG));
+	a[0] = 'W';
+	if (mode == 1) {
+		CHECK_OK(oa_commit(w));
+		CHECK(m2[PG] == 'A' && m2[PG + 1] == 'B');
+	}
+	m2[PG] = 'Z';                        /* must die by SIGSEGV */
+	return 3;
+}
+
+static void test_ro_overlap(void)
+{
+	const char *path = tu_path("overlap");
+	unsigned char *want = tu_malloc(24 * PG);
+	for (int mode = 0; mode < 2; mode++) {
+		memset(want, '.', 24 * PG);
+		tu_write_file(path, want, 24 * PG, 0644);
+		int st = tu_run_child(child_ro_overlap, (void *)(intptr_t)mode);
+		CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "child "
+		       "(mode %d): %s", mode, tu_status_str(st));
+		if (mode == 1) {
+			want[9 * PG] = 'A';
+			want[9 * PG + 1] = 'B';
+			want[20 * PG] = 'W';
+		}
+		CHECK_FILE(path, want, 24 * PG, (off_t)(24 * PG));
+	}
+	free(want);
+}
+
+/* A handler the program installed after the library's, chaining to it as
+ * oa_mmap(3) asks, stays in front when later handles map (each a new
+ * window), and the chain ends: a fault nobody owns takes the default
+ * action instead of going round the two handlers for ever. */
+static struct sigaction after_prev;
+static volatile int after_depth, after_calls;
+static void after_handler(int sig, siginfo_t *si, void *uc)
+{
+	if (after_depth) {
+		static const char msg[] = "the program's handler re-entered "
+					  "through the chain: a loop\n";
+		(void)!write(2, msg, sizeof(msg) - 1);
+		_exit(5);
+	}
+	after_depth = 1;
+	after_calls++;
+	if (after_prev.sa_flags & SA_SIGINFO)
+		after_prev.sa_sigaction(sig, si, uc);
+	else if (after_prev.sa_handler == SIG_DFL)
+		signal(sig, SIG_DFL);
+	else if (after_prev.sa_handler != SIG_IGN)
+		after_prev.sa_handler(sig);
+	after_depth = 0;
+}
+
+static int child_chain_after(void *arg)
+{
+	const char *pa = tu_path("chain_a"), *pb = tu_path("chain_b");
+	(void)arg;
+	/* the default action behind ours (not a sanitizer's report) */
+	signal(SIGSEGV, SIG_DFL);
+	oa_file *a = tu_oa_open(pa, O_RDWR, 0);
+	oa_file *b = tu_oa_open(pb, O_RDWR, 0);
+	unsigned char *ma = oa_mmap(a, PG, PROT_READ | PROT_WRITE, 0);
+	CHECK(ma != NULL);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = after_handler;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	CHECK_OK(sigaction(SIGSEGV, &sa, &after_prev));
+	/* a second handle's first mapping: a new window */
+	unsigned char *mb = oa_mmap(b, PG, PROT_READ | PROT_WRITE, 0);
+	CHECK(mb != NULL);
+	ma[0] = 'a';
+	mb[0] = 'b';
+	/* the program's handler is still in front: it got the stores'
+	 * faults, and passed them on */
+	CHECK(after_calls == 2);
+	/* closed and opened again: another new window */
+	CHECK_OK(oa_commit(b));
+	CHECK_OK(oa_close(b));
+	b = tu_oa_open(pb, O_RDWR, 0);
+	mb = oa_mmap(b, PG, PROT_READ | PROT_WRITE, 0);
+	CHECK(mb != NULL);
+	mb[1] = 'B';
+	CHECK(after_calls == 3);
+	CHECK_OK(oa_commit(a));
+	CHECK_OK(oa_commit(b));
+	CHECK_FILE(pa, "a", 1, PG);
+	CHECK_FILE(pb, "bB", 2, PG);
+	/* a fault that is nobody's (the program's bug): the default action */
+	volatile char *none = mmap(NULL, PG, PROT_NONE, MAP_PRIVATE |
+				   MAP_ANONYMOUS, -1, 0);
+	CHECK(none != MAP_FAILED);
+	none[0] = 1;
+	return 3;
+}
+
+static void test_chain_after(void)
+{
+	unsigned char *zero = tu_zalloc(PG);
+	tu_write_file(tu_path("chain_a"), zero, PG, 0644);
+	tu_write_file(tu_path("chain_b"), zero, PG, 0644);
+	int st = tu_run_child(child_chain_after, NULL);
+	CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "child: %s",
+	       tu_status_str(st));
+	free(zero);
 }
 
 /* ---- 7: stores beyond the memory limit spill to disk ---- */
@@ -619,6 +758,67 @@ static void test_spill(void)
 	}
 	CHECK_MEM(m, want, sz);
 	CHECK_FILE(path, want, sz, (off_t)sz);
+	CHECK_OK(oa_close(w));
+	free(want);
+}
+
+/* fork after a transaction that spilled: the spill file stays open, and
+ * the parent spills into it again after the fork.  A child storing to the
+ * same pages never reaches it (nor the parent's mapping, nor the file). */
+#define FSP 64
+struct fork_spill {
+	unsigned char *m;
+	int go;
+};
+
+static int child_fork_spill(void *arg)
+{
+	struct fork_spill *fs = arg;
+	char x;
+	CHECK(read(fs->go, &x, 1) == 1);     /* the parent has spilled */
+	for (int p = 0; p < FSP; p++)
+		fs->m[p * PG] = 'C';
+	/* its own copy, past its own limit: spilled or not, it shows */
+	for (int p = 0; p < FSP; p++)
+		CHECKF(fs->m[p * PG] == 'C', "child: page %d shows %c", p,
+		       fs->m[p * PG]);
+	return 0;
+}
+
+static void test_fork_spill(void)
+{
+	const char *path = tu_path("forkspill");
+	unsigned char *want = tu_malloc(FSP * PG);
+	memset(want, '.', FSP * PG);
+	tu_write_file(path, want, FSP * PG, 0644);
+	setenv("OATOMIC_MAP_MEM", "65536", 1);    /* 16 pages */
+	oa_file *w = tu_oa_open(path, O_RDWR, 0);
+	unsigned char *m = oa_mmap(w, FSP * PG, PROT_READ | PROT_WRITE, 0);
+	unsetenv("OATOMIC_MAP_MEM");
+	CHECK(m != NULL);
+	/* a transaction that spills: the spill file is made, and kept */
+	for (int p = 0; p < FSP; p++)
+		m[p * PG] = '1';
+	CHECK_OK(oa_commit(w));
+	int go[2];
+	CHECK_OK(pipe(go));
+	struct fork_spill fs = { m, go[0] };
+	pid_t c = tu_fork(child_fork_spill, &fs);
+	/* the parent's stores spill into the file after the fork ... */
+	for (int p = 0; p < FSP; p++) {
+		m[p * PG] = 'P';
+		want[p * PG] = 'P';
+	}
+	/* ... then the child stores to the same pages */
+	CHECK(write(go[1], "x", 1) == 1);
+	CHECK_CHILD_OK(tu_wait(c));
+	close(go[0]);
+	close(go[1]);
+	for (int p = 0; p < FSP; p++)
+		CHECKF(m[p * PG] == 'P', "parent's page %d shows %c after the "
+		       "child's stores", p, m[p * PG]);
+	CHECK_OK(oa_commit(w));
+	CHECK_FILE(path, want, FSP * PG, (off_t)(FSP * PG));
 	CHECK_OK(oa_close(w));
 	free(want);
 }
@@ -715,6 +915,7 @@ static void test_full(void)
 int main(void)
 {
 	tu_alarm(240);
+	test_chain();   /* before this process maps anything */
 	test_pending_commit_abort();
 	test_byte_exact();
 	test_coherence();
@@ -724,8 +925,10 @@ int main(void)
 	test_threads();
 	test_threads_many_pages();
 	test_errors_signals_fork();
-	test_chain();
+	test_chain_after();
+	test_ro_overlap();
 	test_spill();
+	test_fork_spill();
 	test_chunks();
 	test_full();
 	return 0;
