@@ -130,7 +130,7 @@ static bool all_shadow(const struct oa_file *f, uint64_t *cover)
 static bool whole_wants(const struct oa_file *f, uint64_t off)
 {
 	uint64_t csize, cover;
-	if (!f->may_exchange || !f->blk || f->staged)
+	if (!f->may_exchange || !f->blk || f->staged || f->shadow_bad)
 		return false;
 	if (!f->xchg_all &&
 	    (!f->xchg_first || f->jfd >= 0 || f->cfd < 0 ||
@@ -228,8 +228,10 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 		if (total >= OA_XCHG_AUTO)
 			f->shadow_big = true;
 		if (oa_pwritev_full(f->sfd, iov, cnt, (off_t)off) < 0 ||
-		    oa_index_insert(f->ix, off, total, off | OA_SHADOW) < 0)
+		    oa_index_insert(f->ix, off, total, off | OA_SHADOW) < 0) {
+			f->shadow_bad = true;
 			return -1;
+		}
 		oa_wb_note(&f->swb, f->sfd, off, total);
 		f->shadowed = true;
 		f->pending = true;
@@ -248,8 +250,10 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 	if (b - a >= OA_XCHG_AUTO)
 		f->shadow_big = true;
 	if (oa_pwritev_full(f->sfd, v, n, (off_t)a) < 0 ||
-	    oa_index_insert(f->ix, a, b - a, a | OA_SHADOW) < 0)
+	    oa_index_insert(f->ix, a, b - a, a | OA_SHADOW) < 0) {
+		f->shadow_bad = true;
 		return a > off ? (ssize_t)(a - off) : -1;
+	}
 	oa_wb_note(&f->swb, f->sfd, a, b - a);
 	f->shadowed = true;
 	f->pending = true;
@@ -424,7 +428,10 @@ int oa_commit_exchange(struct oa_file *f)
 	int r = 1;
 
 	OA_ASSERT(oa_txn_state(f) == OA_TXN_SHADOW);
-	if (!bs || f->sfd < 0 || (f->has_trunc && !all_shadow(f, &fin)))
+	/* (a shadow that may hold bytes no extent names: the exchange would
+	 * move them in; the journal copies only the extents) */
+	if (!bs || f->sfd < 0 || f->shadow_bad ||
+	    (f->has_trunc && !all_shadow(f, &fin)))
 		return 1;
 	if (oa_commit_begin(f, &l, &fsize) < 0)
 		return -1;

@@ -161,6 +161,9 @@ struct oa_file {
 	int sfd;            /* exchange: shadow (O_TMPFILE), or -1 */
 	bool shadowed;      /* the transaction has bytes in the shadow */
 	bool shadow_dirty;  /* the shadow holds blocks (emptied after use) */
+	bool shadow_bad;    /* a write into the shadow failed part way: it may
+			     * hold bytes no pending extent names, so the
+			     * transaction commits through the journal */
 	uint32_t blk;       /* file-system block size (clone alignment) */
 	uint32_t awu_min, awu_max;  /* the file's atomic write unit */
 	int dio_fd;         /* the file opened O_DIRECT (kernel method), or -1 */

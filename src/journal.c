@@ -566,6 +566,7 @@ void oa_txn_drop(struct oa_file *f)
 	f->pending = false;
 	f->staged = false;
 	f->shadowed = false;
+	f->shadow_bad = false;
 	oa_shadow_reset(f);
 	f->has_trunc = false;
 	f->txn_bytes = 0;
