@@ -32,8 +32,8 @@
  *
  * The whole replace.  A transaction that keeps no byte of the file it
  * found - it truncated to 0 before writing, or its writes cover, from
- * offset 0 on, all that its truncate (or the file's end) leaves - is the
- * new file entire: what a program that writes a temporary and renames it
+ * offset 0 on, all that its truncate (or the file's end) leaves - and
+ * does not make it longer (W3) is the new file entire: what a program that writes a temporary and renames it
  * over the old file means, keeping the inode.  Its writes go to the
  * shadow as they are, edges and small writes too, and the commit is one
  * exchange of the two files from offset 0 to their ends
@@ -61,6 +61,15 @@
  *      durable checkpoint, the control file's clean state durable), the
  *      exchange under APPLY, durable on return (DSYNC): nothing of ours
  *      to recover.
+ *   W3 Only where the file does not grow: the final size is at most the
+ *      committed one.  A growing exchange to EOF is not whole after a
+ *      power cut on the XFS we run on (Linux 6.18): measured with plain
+ *      system calls, a 33,333-byte file exchanged to EOF with a 70,000-
+ *      byte O_TMPFILE (written, even fdatasync'd; DSYNC), the file system
+ *      cut (FS_IOC_SHUTDOWN, no log flush) and mounted again: 3 of 12 cuts
+ *      left the file 70,000 bytes long with every block past the old end
+ *      reading zeros; shrinking and same-size exchanges, 16 cuts, none.
+ *      A growth goes through the journal.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -394,6 +403,9 @@ static bool whole_fits(struct oa_file *f, uint64_t fsize, uint64_t *final)
 	if (keep > fin)
 		keep = fin;
 	if (!all_shadow(f, &cover) || (!MUTANT(66) && cover < keep))
+		return false;
+	/* W3: not a growth (the journal takes it) */
+	if (fin > fsize && !MUTANT(68))
 		return false;
 	*final = fin;
 	return true;
