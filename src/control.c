@@ -559,10 +559,10 @@ int oa_ctl_open(struct oa_file *f, bool create)
 			 * made: rather than be locked out, it moves to a home
 			 * of its own, as from one it may not trust (file.c).
 			 * One that holds commits stays, to be recovered. */
-			struct stat st;
+			uint64_t csize;
 			if (!rw && create && f->cfd_err == EACCES &&
-			    geteuid() == f->uid && oa_xfstat(fd, &st) == 0 &&
-			    st.st_size == OA_CLEAN_SIZE) {
+			    geteuid() == f->uid && oa_xfsize(fd, &csize) == 0 &&
+			    csize == OA_CLEAN_SIZE) {
 				oa_xclose(fd);
 				errno = EPERM;
 				return -1;

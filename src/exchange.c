@@ -91,12 +91,16 @@
  * with its one flush and leaves nothing behind (the one-shot update: 4 KiB
  * on XFS, 930 us through the journal, 570 us exchanged).  A handle that
  * stays open pays it once; its later commits take the journal. */
-static bool first_clean(const struct oa_file *f)
+static bool clean_first(const struct oa_file *f)
 {
 	uint64_t csize;
 	return f->xchg_first && f->jfd < 0 && f->cfd >= 0 &&
-	       oa_index_count(f->ix) < OA_XCHG_FIRST &&
 	       oa_xfsize(f->cfd, &csize) == 0 && csize == OA_CLEAN_SIZE;
+}
+
+static bool first_clean(const struct oa_file *f)
+{
+	return oa_index_count(f->ix) < OA_XCHG_FIRST && clean_first(f);
 }
 
 /* The exchange's cost grows with the runs it moves (the transaction's
@@ -138,33 +142,32 @@ static bool all_shadow(const struct oa_file *f, uint64_t *cover)
  * forced, in any transaction. */
 static bool whole_wants(const struct oa_file *f, uint64_t off)
 {
-	uint64_t csize, cover;
+	uint64_t cover;
 	if (!f->may_exchange || !f->blk || f->staged || f->shadow_bad)
 		return false;
-	if (!f->xchg_all &&
-	    (!f->xchg_first || f->jfd >= 0 || f->cfd < 0 ||
-	     oa_xfsize(f->cfd, &csize) < 0 || csize != OA_CLEAN_SIZE))
+	if (!f->xchg_all && !clean_first(f))
 		return false;
 	if (!all_shadow(f, &cover))
 		return false;
 	return (f->has_trunc && f->t_min == 0) || off <= cover;
 }
 
-bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total)
+int oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total)
 {
 	uint64_t bs = f->blk, a, b;
 	uint64_t fsize;
 	if (whole_wants(f, off))
-		return true;
+		return OA_XCHG_WHOLE;
 	/* A transaction that truncates or grows the file commits through the
 	 * journal: its bytes go there at once rather than be moved later. */
 	if (!f->may_exchange || !bs || f->has_trunc)
-		return false;
+		return OA_XCHG_NO;
 	a = oa_align_up(off, bs);
 	b = (off + total) & ~(bs - 1);
 	if (b <= a || !(f->xchg_all || b - a >= OA_XCHG_AUTO || first_clean(f)))
-		return false;
-	return oa_xfsize(f->tfd, &fsize) == 0 && off + total <= fsize;
+		return OA_XCHG_NO;
+	return oa_xfsize(f->tfd, &fsize) == 0 && off + total <= fsize
+	       ? OA_XCHG_BLOCKS : OA_XCHG_NO;
 }
 
 /* The bytes [SKIP, SKIP+LEN) of IOV[0..CNT) as iovecs in OUT (room for
@@ -208,7 +211,7 @@ int oa_shadow_cut(struct oa_file *f, uint64_t len)
 }
 
 ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
-		    size_t total, uint64_t off)
+		    size_t total, uint64_t off, int how)
 {
 	struct iovec v[64 + 1];
 	uint64_t bs = f->blk;
@@ -219,7 +222,7 @@ ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
 		errno = EINVAL;
 		return -1;
 	}
-	bool whole = whole_wants(f, off);
+	bool whole = how == OA_XCHG_WHOLE;
 	if (shadow_open(f) < 0) {
 		/* The shadow is where the method writes, not where the data
 		 * must go: a directory this user may not create in (the

@@ -768,13 +768,16 @@ int oa_unstage(struct oa_file *f);
 int oa_commit_kernel(struct oa_file *f);
 
 /* ---- exchange.c: the exchange method ---- */
-/* Does a write of TOTAL bytes at OFF put whole blocks into the shadow? */
-bool oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total);
-/* Such a write: whole blocks to the shadow, the edges to the journal.
- * Returns TOTAL, or how many bytes from OFF on are pending after a failure
- * (-1 for none, errno set). */
+/* Does a write of TOTAL bytes at OFF go to the shadow: no (the journal),
+ * its whole blocks (the edges to the journal), or all of it (a whole
+ * replace, exchange.c W1)? */
+enum { OA_XCHG_NO, OA_XCHG_BLOCKS, OA_XCHG_WHOLE };
+int oa_xchg_wants(const struct oa_file *f, uint64_t off, uint64_t total);
+/* Such a write, HOW as oa_xchg_wants said.  Returns TOTAL, or how many
+ * bytes from OFF on are pending after a failure (-1 for none, errno
+ * set). */
 ssize_t oa_xchg_put(struct oa_file *f, const struct iovec *iov, int cnt,
-		    size_t total, uint64_t off);
+		    size_t total, uint64_t off, int how);
 /* Move the shadow's pending bytes into the journal (before a journal
  * commit).  0 or -1. */
 int oa_unshadow(struct oa_file *f);

@@ -588,8 +588,9 @@ ssize_t oa_txn_write(struct oa_file *f, const struct iovec *iov, int iovcnt,
 		}
 		uint64_t at = off + done;
 		ssize_t put;
-		if (oa_xchg_wants(f, at, chunk))
-			put = oa_xchg_put(f, v, nv, chunk, at);
+		int how = oa_xchg_wants(f, at, chunk);
+		if (how != OA_XCHG_NO)
+			put = oa_xchg_put(f, v, nv, chunk, at, how);
 		else
 			put = oa_journal_append(f, v, nv, chunk, at) < 0
 			      ? -1 : (ssize_t)chunk;

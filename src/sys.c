@@ -437,7 +437,7 @@ void oa_wb_note(struct oa_wb *w, int fd, uint64_t off, uint64_t len)
 int oa_xftruncate(int fd, off_t len)
 {
 	struct rlimit rl;
-	struct stat st;
+	uint64_t size;
 	int r;
 	/* Growth past the file size limit (RLIMIT_FSIZE): EFBIG, as
 	 * ftruncate(2) gives, but without the SIGXFSZ it sends first, which
@@ -445,7 +445,7 @@ int oa_xftruncate(int fd, off_t len)
 	 * control file's first growth, a journal's). */
 	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
 	    (uint64_t)len > (uint64_t)rl.rlim_cur &&
-	    (oa_sys->fstat(fd, &st) < 0 || st.st_size < len)) {
+	    (oa_xfsize(fd, &size) < 0 || size < (uint64_t)len)) {
 		errno = EFBIG;
 		return -1;
 	}
